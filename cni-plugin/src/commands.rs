@@ -1,0 +1,317 @@
+//! ADD, DEL and CHECK over any [`Store`].
+//!
+//! The common ADD path costs two API calls: one list of the sandbox's leases
+//! (a field selector on `spec.containerID`, for idempotence) and one create at
+//! the next round-robin candidate. Only when a few candidates in a row are
+//! taken does ADD list the pool (metadata only) to pick from what is free, and
+//! only when nothing is free does it watch for a release.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use kube::api::ObjectMeta;
+use netendpoint_crd::{
+    LABEL_IP_FAMILY, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_POOL, NetworkEndpoint,
+    NetworkEndpointSpec, PodRef, endpoint_name, label_value,
+};
+use tracing::{debug, info, warn};
+
+use crate::allocator::RangeSet;
+use crate::config::IpamConfig;
+use crate::error::{Error, Exhaustion, Result};
+use crate::protocol::{IpConfig, IpamResult, PodIdentity};
+use crate::store::{Claim, PoolView, Release, Store};
+
+/// Candidates tried by create alone before ADD lists the pool.
+pub const PROBES_BEFORE_LIST: usize = 3;
+
+/// Who is asking: the attachment and its Pod.
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    /// CNI_CONTAINERID
+    pub container_id: String,
+    /// CNI_IFNAME
+    pub if_name: String,
+    /// Node the plugin runs on.
+    pub node: String,
+    /// The Pod, when the runtime passed K8S_POD_*.
+    pub pod: Option<PodIdentity>,
+}
+
+/// The per-node round-robin cursor: the last address this node allocated in
+/// each range set, kept as a hint in a local file (like host-local's
+/// `last_reserved_ip`). Losing it only changes where the next search starts.
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    dir: Option<PathBuf>,
+}
+
+impl Cursor {
+    /// A cursor kept under `data_dir/<pool>/`.
+    pub fn new(data_dir: &std::path::Path, pool: &str) -> Self {
+        Self { dir: Some(data_dir.join(pool)) }
+    }
+
+    /// A cursor that remembers nothing (tests).
+    pub fn none() -> Self {
+        Self { dir: None }
+    }
+
+    fn path(&self, set: usize) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("last_reserved_ip.{set}")))
+    }
+
+    /// The last address allocated in range set `set`, if known.
+    pub fn load(&self, set: usize) -> Option<IpAddr> {
+        std::fs::read_to_string(self.path(set)?).ok()?.trim().parse().ok()
+    }
+
+    /// Records `ip` as the last allocation in `set`. Failures are logged, not returned.
+    pub fn store(&self, set: usize, ip: IpAddr) {
+        let Some(path) = self.path(set) else { return };
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        let res = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, ip.to_string()))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = res {
+            debug!(path = %path.display(), error = %e, "cannot record round-robin cursor");
+        }
+    }
+}
+
+/// CNI ADD: one lease per range set for the attachment, all or nothing.
+pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, cursor: &Cursor) -> Result<IpamResult> {
+    let existing: Vec<NetworkEndpoint> = store
+        .find_by_container(&who.container_id)
+        .await?
+        .into_iter()
+        .filter(|ep| ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool && !ep.is_releasing())
+        .collect();
+
+    let mut created: Vec<NetworkEndpoint> = Vec::new();
+    let mut result = IpamResult { ips: Vec::new(), routes: conf.routes.clone() };
+    for (i, set) in conf.range_sets.iter().enumerate() {
+        if let Some(ep) = existing.iter().find(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))) {
+            info!(ip = %ep.spec.ip, "ADD repeated: returning the existing lease");
+            result.ips.push(ip_config(set, ep)?);
+            continue;
+        }
+        match claim_one(store, conf, who, set, cursor.load(i)).await {
+            Ok(ep) => {
+                if let Some(ip) = ep.ip() {
+                    cursor.store(i, ip);
+                }
+                result.ips.push(ip_config(set, &ep)?);
+                created.push(ep);
+            }
+            Err(e) => {
+                return Err(match rollback(store, &created).await {
+                    Ok(()) => e,
+                    Err(r) => Error::Many(vec![e, r]),
+                });
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// Deletes what this ADD created. A rollback failure is reported with the original error's context.
+async fn rollback<S: Store>(store: &S, created: &[NetworkEndpoint]) -> Result<()> {
+    let mut errors = Vec::new();
+    for ep in created {
+        warn!(ip = %ep.spec.ip, "ADD failed after claiming: releasing the claim");
+        if let Err(e) = store.delete(ep).await {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(Error::Many(errors)) }
+}
+
+fn ip_config(set: &RangeSet, ep: &NetworkEndpoint) -> Result<IpConfig> {
+    let ip = ep
+        .ip()
+        .ok_or_else(|| Error::CheckFailed(format!("lease {:?} has unparsable ip {:?}", ep.metadata.name, ep.spec.ip)))?;
+    let range = set.range_of(ip);
+    let prefix = range.map_or(ep.spec.prefix_length, |r| r.subnet.prefix_len());
+    let address = IpNet::new(ip, prefix).map_err(|_| Error::CheckFailed(format!("bad prefix length {prefix} for {ip}")))?;
+    Ok(IpConfig { address, gateway: range.and_then(|r| r.gateway) })
+}
+
+/// The object that leases `ip` to the attachment.
+pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpAddr) -> NetworkEndpoint {
+    let range = set.range_of(ip);
+    let mut labels = BTreeMap::from([
+        (LABEL_POOL.to_string(), label_value(&conf.pool)),
+        (LABEL_NODE.to_string(), label_value(&who.node)),
+        (LABEL_IP_FAMILY.to_string(), if ip.is_ipv4() { "4" } else { "6" }.to_string()),
+    ]);
+    if let Some(pod) = &who.pod {
+        labels.insert(LABEL_POD_NAMESPACE.to_string(), label_value(&pod.namespace));
+        labels.insert(LABEL_POD_NAME.to_string(), label_value(&pod.name));
+        if !pod.uid.is_empty() {
+            labels.insert(LABEL_POD_UID.to_string(), label_value(&pod.uid));
+        }
+    }
+    NetworkEndpoint {
+        metadata: ObjectMeta {
+            name: Some(endpoint_name(&conf.pool, ip)),
+            labels: Some(labels),
+            finalizers: (!conf.finalizers.is_empty()).then(|| conf.finalizers.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: NetworkEndpointSpec {
+            pool: conf.pool.clone(),
+            ip: ip.to_string(),
+            prefix_length: range.map_or(if ip.is_ipv4() { 32 } else { 128 }, |r| r.subnet.prefix_len()),
+            gateway: range.and_then(|r| r.gateway).map(|g| g.to_string()),
+            if_name: who.if_name.clone(),
+            container_id: who.container_id.clone(),
+            node: who.node.clone(),
+            pod: who.pod.as_ref().map(|p| PodRef {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                uid: p.uid.clone(),
+            }),
+        },
+    }
+}
+
+/// Claims one address of `set`: probe from the cursor, then list, then wait for a release.
+async fn claim_one<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    cursor: Option<IpAddr>,
+) -> Result<NetworkEndpoint> {
+    for ip in set.candidates(cursor).take(PROBES_BEFORE_LIST) {
+        if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
+            info!(%ip, "claimed");
+            return Ok(*ep);
+        }
+        debug!(%ip, "taken; next candidate");
+    }
+
+    let started = Instant::now();
+    let deadline = started + conf.wait_for_release;
+    let mut logged_wait = false;
+    loop {
+        let view = store.list_pool(&conf.pool).await?;
+        let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
+        for ip in set.candidates(cursor).filter(|ip| !used.contains(ip)) {
+            if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
+                if logged_wait {
+                    info!(%ip, waited_ms = started.elapsed().as_millis() as u64, "claimed after waiting for a release");
+                } else {
+                    info!(%ip, "claimed");
+                }
+                return Ok(*ep);
+            }
+        }
+        // Nothing free in this set. Wait for a release in progress, if any.
+        let in_set: Vec<_> = view.entries.iter().filter(|e| set.is_usable(e.ip)).collect();
+        let releasing = in_set.iter().filter(|e| e.releasing_since.is_some()).count();
+        let now = Instant::now();
+        if releasing == 0 || now >= deadline {
+            return Err(Error::PoolExhausted(Box::new(exhaustion(conf, set, &view, started.elapsed()))));
+        }
+        if !logged_wait {
+            let ex = exhaustion(conf, set, &view, started.elapsed());
+            warn!(
+                pool = %conf.pool,
+                releasing,
+                waiting_on = ?ex.waiting_on,
+                wait_for_release_ms = conf.wait_for_release.as_millis() as u64,
+                "pool full: waiting for a release in progress"
+            );
+            logged_wait = true;
+        }
+        match store.wait_for_release(&conf.pool, &view.resource_version, deadline - now).await? {
+            Release::Freed(ip) if set.is_usable(ip) => {
+                if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
+                    info!(%ip, waited_ms = started.elapsed().as_millis() as u64, "claimed a just-released address");
+                    return Ok(*ep);
+                }
+            }
+            Release::Freed(_) | Release::Restart => {}
+            Release::TimedOut => {
+                let view = store.list_pool(&conf.pool).await?;
+                return Err(Error::PoolExhausted(Box::new(exhaustion(conf, set, &view, started.elapsed()))));
+            }
+        }
+    }
+}
+
+fn exhaustion(conf: &IpamConfig, set: &RangeSet, view: &PoolView, waited: Duration) -> Exhaustion {
+    let in_set: Vec<_> = view.entries.iter().filter(|e| set.is_usable(e.ip)).collect();
+    let mut waiting: BTreeMap<String, usize> = BTreeMap::new();
+    for e in in_set.iter().filter(|e| e.releasing_since.is_some()) {
+        for f in &e.finalizers {
+            *waiting.entry(f.clone()).or_default() += 1;
+        }
+    }
+    Exhaustion {
+        pool: conf.pool.clone(),
+        capacity: set.capacity(),
+        in_use: in_set.len(),
+        releasing: in_set.iter().filter(|e| e.releasing_since.is_some()).count(),
+        waiting_on: waiting.into_iter().collect(),
+        waited,
+    }
+}
+
+/// CNI DEL: requests deletion of the attachment's leases in this pool and
+/// returns without waiting for finalizers. Leases of other sandboxes, even
+/// with the same IP, are never touched. Missing leases are success.
+pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment) -> Result<()> {
+    let eps = match store.find_by_container(&who.container_id).await {
+        Ok(eps) => eps,
+        Err(Error::CrdMissing) => {
+            warn!("NetworkEndpoint CRD not installed: nothing to release");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let mut errors = Vec::new();
+    for ep in eps.iter().filter(|ep| {
+        ep.spec.container_id == who.container_id && ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool
+    }) {
+        if ep.is_releasing() {
+            debug!(ip = %ep.spec.ip, "already releasing");
+            continue;
+        }
+        match store.delete(ep).await {
+            Ok(()) => info!(ip = %ep.spec.ip, finalizers = ?ep.metadata.finalizers, "release requested"),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(Error::Many(errors)) }
+}
+
+/// CNI CHECK: the attachment's leases exist, are not releasing, and match `prev`.
+pub async fn check<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, prev: &[IpNet]) -> Result<()> {
+    let eps: Vec<NetworkEndpoint> = store
+        .find_by_container(&who.container_id)
+        .await?
+        .into_iter()
+        .filter(|ep| ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool)
+        .collect();
+    for (i, set) in conf.range_sets.iter().enumerate() {
+        let Some(ep) = eps.iter().find(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))) else {
+            return Err(Error::CheckFailed(format!("no lease in ipam.ranges[{i}] for this container and interface")));
+        };
+        if ep.is_releasing() {
+            return Err(Error::CheckFailed(format!("lease {} is being released", ep.spec.ip)));
+        }
+        let want = ip_config(set, ep)?.address;
+        if !prev.contains(&want) {
+            return Err(Error::CheckFailed(format!("lease {want} is not in prevResult")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! The `ipam` section of the network configuration, validated.
+//!
+//! `ranges`, `routes` and `exclude` have host-local's shape, so a network can
+//! switch by changing `type`. Every error names the field path and quotes the
+//! value at fault, and is CNI code 7 (invalid network config).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::allocator::{Range, RangeSet};
+use crate::error::{Error, Result};
+use crate::protocol::Route;
+
+/// Default of `ipam.kubeconfig`: where the installer writes the plugin's kubeconfig.
+pub const DEFAULT_KUBECONFIG: &str = "/etc/cni/net.d/netendpoint.d/kubeconfig";
+/// Default of `ipam.dataDir`: where the per-node round-robin cursor is kept.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/netendpoint";
+/// Default of `ipam.waitForRelease`.
+pub const DEFAULT_WAIT_FOR_RELEASE: Duration = Duration::from_secs(10);
+/// Default of `ipam.forceReleaseAfter`.
+pub const DEFAULT_FORCE_RELEASE_AFTER: Duration = Duration::from_secs(600);
+
+/// The validated IPAM configuration.
+#[derive(Debug, Clone)]
+pub struct IpamConfig {
+    /// Pool name; the network name unless `ipam.pool` is set. A DNS-1123 subdomain.
+    pub pool: String,
+    /// One entry per range set; ADD takes one address from each.
+    pub range_sets: Vec<RangeSet>,
+    /// Routes returned in the result.
+    pub routes: Vec<Route>,
+    /// Path of the kubeconfig the plugin authenticates with.
+    pub kubeconfig: PathBuf,
+    /// Node name from config; the environment and hostname are consulted later.
+    pub node_name: Option<String>,
+    /// Finalizers attached to every endpoint at creation.
+    pub finalizers: Vec<String>,
+    /// How long finalizers may hold a released IP before an ADD that needs it may remove them.
+    pub force_release_after: Duration,
+    /// How long an ADD in a full pool waits for a release in progress.
+    pub wait_for_release: Duration,
+    /// Logging.
+    pub log: LogConfig,
+    /// Directory of the per-node round-robin cursor.
+    pub data_dir: PathBuf,
+}
+
+/// `ipam.log`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug` or `trace`; default `warn` on stderr, `info` to a file.
+    #[serde(default)]
+    pub level: Option<String>,
+    /// Append logs to this file instead of stderr.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawIpam {
+    #[serde(rename = "type")]
+    _type: Option<String>,
+    #[serde(default)]
+    ranges: Vec<Vec<RawRange>>,
+    #[serde(default)]
+    routes: Vec<Value>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    pool: Option<String>,
+    kubeconfig: Option<PathBuf>,
+    node_name: Option<String>,
+    #[serde(default)]
+    finalizers: Vec<String>,
+    force_release_after: Option<String>,
+    wait_for_release: Option<String>,
+    #[serde(default)]
+    log: LogConfig,
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRange {
+    subnet: Option<String>,
+    range_start: Option<String>,
+    range_end: Option<String>,
+    gateway: Option<String>,
+}
+
+impl IpamConfig {
+    /// Validates the `ipam` object of network `network`.
+    pub fn parse(ipam: &Value, network: &str) -> Result<Self> {
+        let raw: RawIpam = serde_json::from_value(ipam.clone()).map_err(|e| Error::config("ipam", &e.to_string()))?;
+        let exclude = raw
+            .exclude
+            .iter()
+            .enumerate()
+            .map(|(i, s)| parse_cidr(&format!("ipam.exclude[{i}]"), s))
+            .collect::<Result<Vec<_>>>()?;
+        if raw.ranges.is_empty() {
+            return Err(Error::config("ipam.ranges", "must list at least one range set"));
+        }
+        let mut range_sets = Vec::with_capacity(raw.ranges.len());
+        for (i, set) in raw.ranges.iter().enumerate() {
+            if set.is_empty() {
+                return Err(Error::config(&format!("ipam.ranges[{i}]"), "is an empty range set"));
+            }
+            let mut ranges = Vec::with_capacity(set.len());
+            for (j, r) in set.iter().enumerate() {
+                ranges.push(parse_range(&format!("ipam.ranges[{i}][{j}]"), r)?);
+            }
+            let family = ranges[0].start.is_ipv4();
+            if let Some(j) = ranges.iter().position(|r| r.start.is_ipv4() != family) {
+                return Err(Error::config(
+                    &format!("ipam.ranges[{i}][{j}].subnet"),
+                    "mixes IP families within one range set (use one range set per family)",
+                ));
+            }
+            range_sets.push(RangeSet { ranges, exclude: exclude.clone() });
+        }
+        check_overlaps(&range_sets)?;
+        for (i, set) in range_sets.iter().enumerate() {
+            if set.capacity() == 0 {
+                return Err(Error::config(&format!("ipam.ranges[{i}]"), "has no usable address after exclusions"));
+            }
+        }
+        let routes = raw
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                serde_json::from_value::<Route>(v.clone())
+                    .map_err(|e| Error::config(&format!("ipam.routes[{i}]"), &format!("{v}: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+
+        let pool = raw.pool.unwrap_or_else(|| network.to_string());
+        if !netendpoint_crd::is_dns1123_subdomain(&pool) || pool.len() > netendpoint_crd::MAX_POOL_NAME_LEN {
+            return Err(Error::config(
+                "ipam.pool",
+                &format!(
+                    "{pool:?} must be a lowercase DNS-1123 subdomain of at most {} characters (it defaults to the network name)",
+                    netendpoint_crd::MAX_POOL_NAME_LEN
+                ),
+            ));
+        }
+        for (i, f) in raw.finalizers.iter().enumerate() {
+            if !is_qualified_finalizer(f) {
+                return Err(Error::config(
+                    &format!("ipam.finalizers[{i}]"),
+                    &format!("{f:?} must be a qualified name such as \"example.com/route-agent\""),
+                ));
+            }
+        }
+        if let Some(level) = &raw.log.level
+            && !["error", "warn", "info", "debug", "trace"].contains(&level.as_str())
+        {
+            return Err(Error::config("ipam.log.level", &format!("{level:?} is not one of error, warn, info, debug, trace")));
+        }
+        if let Some(n) = &raw.node_name
+            && n.is_empty()
+        {
+            return Err(Error::config("ipam.nodeName", "must not be empty when set"));
+        }
+        Ok(Self {
+            pool,
+            range_sets,
+            routes,
+            kubeconfig: raw.kubeconfig.unwrap_or_else(|| DEFAULT_KUBECONFIG.into()),
+            node_name: raw.node_name,
+            finalizers: raw.finalizers,
+            force_release_after: parse_opt_duration("ipam.forceReleaseAfter", raw.force_release_after.as_deref())?
+                .unwrap_or(DEFAULT_FORCE_RELEASE_AFTER),
+            wait_for_release: parse_opt_duration("ipam.waitForRelease", raw.wait_for_release.as_deref())?
+                .unwrap_or(DEFAULT_WAIT_FOR_RELEASE),
+            log: raw.log,
+            data_dir: raw.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
+        })
+    }
+}
+
+fn parse_cidr(field: &str, s: &str) -> Result<IpNet> {
+    if let Ok(n) = s.parse::<IpNet>() {
+        return Ok(n);
+    }
+    // A bare address in `exclude` means that one address.
+    s.parse::<IpAddr>()
+        .map(IpNet::from)
+        .map_err(|_| Error::config(field, &format!("{s:?} is not a CIDR (e.g. \"10.244.0.0/24\")")))
+}
+
+fn parse_ip(field: &str, s: &Option<String>) -> Result<Option<IpAddr>> {
+    s.as_deref()
+        .map(|v| v.parse::<IpAddr>().map_err(|_| Error::config(field, &format!("{v:?} is not an IP address"))))
+        .transpose()
+}
+
+fn parse_range(at: &str, r: &RawRange) -> Result<Range> {
+    let subnet_s = r
+        .subnet
+        .as_deref()
+        .ok_or_else(|| Error::config(&format!("{at}.subnet"), "is required"))?;
+    let subnet = parse_cidr(&format!("{at}.subnet"), subnet_s)?.trunc();
+    let start = parse_ip(&format!("{at}.rangeStart"), &r.range_start)?;
+    let end = parse_ip(&format!("{at}.rangeEnd"), &r.range_end)?;
+    let gateway = parse_ip(&format!("{at}.gateway"), &r.gateway)?;
+    for (field, ip) in [("rangeStart", start), ("rangeEnd", end), ("gateway", gateway)] {
+        if let Some(ip) = ip
+            && !subnet.contains(&ip)
+        {
+            return Err(Error::config(&format!("{at}.{field}"), &format!("{ip} is outside subnet {subnet}")));
+        }
+    }
+    let gw = gateway.map(Some);
+    Range::with_defaults(subnet, start, end, gw).ok_or_else(|| {
+        if start.is_some() || end.is_some() {
+            Error::config(&format!("{at}.rangeStart"), &format!("{:?} is after rangeEnd {:?}", r.range_start, r.range_end))
+        } else {
+            Error::config(&format!("{at}.subnet"), &format!("{subnet_s:?} has no usable address"))
+        }
+    })
+}
+
+fn check_overlaps(sets: &[RangeSet]) -> Result<()> {
+    let all: Vec<(String, &Range)> = sets
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.ranges.iter().enumerate().map(move |(j, r)| (format!("ipam.ranges[{i}][{j}]"), r)))
+        .collect();
+    for (a, (name_a, ra)) in all.iter().enumerate() {
+        for (name_b, rb) in &all[a + 1..] {
+            if ra.contains(rb.start) || ra.contains(rb.end) || rb.contains(ra.start) {
+                return Err(Error::config(name_b, &format!("overlaps {name_a} ({}-{} and {}-{})", ra.start, ra.end, rb.start, rb.end)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A finalizer must be a qualified name with a domain prefix (`example.com/agent`).
+fn is_qualified_finalizer(f: &str) -> bool {
+    match f.split_once('/') {
+        Some((domain, name)) => {
+            netendpoint_crd::is_dns1123_subdomain(domain)
+                && !name.is_empty()
+                && name.len() <= 63
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        }
+        None => false,
+    }
+}
+
+/// Parses a Go-style duration (`500ms`, `30s`, `5m`, `1h30m`). Plain numbers are seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(digits);
+        let value: f64 = num.parse().ok()?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += Duration::try_from_secs_f64(value * scale).ok()?;
+        rest = next;
+    }
+    Some(total)
+}
+
+fn parse_opt_duration(field: &str, s: Option<&str>) -> Result<Option<Duration>> {
+    s.map(|v| {
+        parse_duration(v).ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))
+    })
+    .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<IpamConfig> {
+        IpamConfig::parse(&v, "mynet")
+    }
+
+    fn err_of(v: Value) -> String {
+        let e = parse(v).unwrap_err();
+        assert_eq!(e.code(), 7, "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn host_local_shape_is_accepted() {
+        let c = parse(json!({
+            "type": "netendpoint",
+            "ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.10", "rangeEnd": "10.0.0.20", "gateway": "10.0.0.1"}],
+                       [{"subnet": "fd00::/120"}]],
+            "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0", "gw": "fd00::1"}],
+            "exclude": ["10.0.0.15/32", "10.0.0.16"],
+            "finalizers": ["example.com/route-agent"],
+            "waitForRelease": "2s",
+            "forceReleaseAfter": "1h30m",
+        }))
+        .unwrap();
+        assert_eq!(c.pool, "mynet");
+        assert_eq!(c.range_sets.len(), 2);
+        assert_eq!(c.range_sets[0].capacity(), 9);
+        assert_eq!(c.wait_for_release, Duration::from_secs(2));
+        assert_eq!(c.force_release_after, Duration::from_secs(5400));
+        assert_eq!(c.routes.len(), 2);
+    }
+
+    #[test]
+    fn bad_values_name_the_field_and_value() {
+        let cases = [
+            (json!({"ranges": [[{"subnet": "10.0.0.0/33"}]]}), "ipam.ranges[0][0].subnet", "10.0.0.0/33"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.1.5"}]]}), "ipam.ranges[0][0].rangeStart", "10.0.1.5"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeEnd": "nope"}]]}), "ipam.ranges[0][0].rangeEnd", "nope"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "gateway": "10.9.0.1"}]]}), "ipam.ranges[0][0].gateway", "10.9.0.1"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.9", "rangeEnd": "10.0.0.3"}]]}), "ipam.ranges[0][0].rangeStart", "10.0.0.3"),
+            (json!({"ranges": [[{"rangeStart": "10.0.0.9"}]]}), "ipam.ranges[0][0].subnet", "required"),
+            (json!({"ranges": []}), "ipam.ranges", "at least one"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}], [{"subnet": "10.0.0.128/25"}]]}), "ipam.ranges[1][0]", "overlaps"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}, {"subnet": "fd00::/64"}]]}), "ipam.ranges[0][1].subnet", "families"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "pool": "Bad_Pool"}), "ipam.pool", "Bad_Pool"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "finalizers": ["noslash"]}), "ipam.finalizers[0]", "noslash"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "waitForRelease": "soon"}), "ipam.waitForRelease", "soon"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "exclude": ["x/y"]}), "ipam.exclude[0]", "x/y"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "routes": [{"dst": "nowhere"}]}), "ipam.routes[0]", "nowhere"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "log": {"level": "loud"}}), "ipam.log.level", "loud"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "frobnicate": 1}), "ipam", "frobnicate"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "gatway": "10.0.0.1"}]]}), "ipam", "gatway"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/30"}]], "exclude": ["10.0.0.2"]}), "ipam.ranges[0]", "no usable"),
+        ];
+        for (conf, field, value) in cases {
+            let msg = err_of(conf.clone());
+            assert!(msg.contains(field), "{conf}: {msg} does not name {field}");
+            assert!(msg.contains(value), "{conf}: {msg} does not quote {value}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("45"), Some(Duration::from_secs(45)));
+        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_duration("5 minutes"), None);
+        assert_eq!(parse_duration("-1s"), None);
+    }
+}

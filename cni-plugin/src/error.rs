@@ -1,0 +1,203 @@
+//! The plugin's one error type, and the CNI error code of each variant.
+//!
+//! Codes below 100 are the spec's own. Codes from 100 up are this plugin's,
+//! documented in `docs/errors.md`.
+
+use std::time::Duration;
+
+/// Everything an invocation can fail with. The message of each variant names
+/// the field, variable or object at fault; none of them carries stdin content
+/// beyond the offending value itself.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `cniVersion` is not one this plugin speaks (code 1).
+    #[error("incompatible CNI version {version:?}; supported: 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0")]
+    IncompatibleVersion {
+        /// The version asked for.
+        version: String,
+    },
+    /// The command does not exist in the requested spec version (code 1).
+    #[error("{command} is not defined in CNI {version}")]
+    CommandNotInVersion {
+        /// The command.
+        command: &'static str,
+        /// The requested version.
+        version: &'static str,
+    },
+    /// A CNI_* variable is missing or malformed (code 4).
+    #[error("{var}: {reason}")]
+    InvalidEnv {
+        /// The variable at fault.
+        var: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// stdin is not JSON, or a prevResult cannot be read (code 6).
+    #[error("cannot decode {what}: {reason}")]
+    Decode {
+        /// What was being decoded.
+        what: &'static str,
+        /// The decoder's message (it quotes no more than the offending token).
+        reason: String,
+    },
+    /// A field of the network configuration is invalid (code 7).
+    #[error("invalid network config: {field} {reason}")]
+    InvalidConfig {
+        /// The field path, e.g. `ipam.ranges[0][0].subnet`.
+        field: String,
+        /// What is wrong, quoting the bad value.
+        reason: String,
+    },
+    /// A local file could not be read or written (code 5).
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What the file is for.
+        what: &'static str,
+        /// Its path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No IP of the range set is free, and none was released within `waitForRelease` (code 100).
+    #[error("{0}")]
+    PoolExhausted(Box<Exhaustion>),
+    /// The API server could not be reached (code 101). The runtime should retry.
+    #[error("API server unreachable while trying to {op}: {source}")]
+    ApiUnreachable {
+        /// The operation that failed.
+        op: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused the plugin's credentials or permissions (code 102).
+    #[error("API server refused to {op} (HTTP {status}): {message}")]
+    ApiDenied {
+        /// The operation that failed.
+        op: String,
+        /// 401 or 403.
+        status: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// The NetworkEndpoint CRD is not installed (code 103).
+    #[error("the NetworkEndpoint CRD (networkendpoints.netendpoint.dev) is not installed; apply deploy/crd.yaml")]
+    CrdMissing,
+    /// The kubeconfig cannot be read or used (code 104).
+    #[error("kubeconfig {path}: {reason}")]
+    Kubeconfig {
+        /// The path from `ipam.kubeconfig`.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Any other API error (code 105).
+    #[error("API server error while trying to {op}: {source}")]
+    Api {
+        /// The operation that failed.
+        op: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// CHECK found the lease missing or different from prevResult (code 106).
+    #[error("CHECK failed: {0}")]
+    CheckFailed(String),
+    /// Several independent steps failed (DEL, GC, rollback); all are reported (code of the first).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Many(Vec<Error>),
+    /// STATUS: the plugin cannot serve an ADD now (code 50).
+    #[error("not ready: {0}")]
+    NotReady(Box<Error>),
+}
+
+/// Why a range set has no IP to give, in figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exhaustion {
+    /// The pool.
+    pub pool: String,
+    /// Usable addresses in the range set.
+    pub capacity: u128,
+    /// Addresses held by endpoints (allocated or releasing).
+    pub in_use: usize,
+    /// Of those, endpoints waiting on finalizers.
+    pub releasing: usize,
+    /// Finalizers holding releasing endpoints, with how many each holds.
+    pub waiting_on: Vec<(String, usize)>,
+    /// How long the ADD waited for a release.
+    pub waited: Duration,
+}
+
+impl std::fmt::Display for Exhaustion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pool {:?} exhausted: {} of {} IPs in use, {} held by terminating endpoints",
+            self.pool, self.in_use, self.capacity, self.releasing
+        )?;
+        if !self.waiting_on.is_empty() {
+            let list: Vec<String> = self.waiting_on.iter().map(|(f, n)| format!("{f} ({n})")).collect();
+            write!(f, " waiting on finalizers [{}]", list.join(", "))?;
+        }
+        if self.releasing > 0 {
+            write!(f, "; waited {:.1}s for a release (ipam.waitForRelease)", self.waited.as_secs_f64())?;
+        }
+        Ok(())
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An invalid-config error naming `field`.
+    pub fn config(field: &str, reason: &str) -> Self {
+        Self::InvalidConfig { field: field.to_string(), reason: reason.to_string() }
+    }
+
+    /// The CNI error code.
+    pub fn code(&self) -> u32 {
+        match self {
+            Self::IncompatibleVersion { .. } | Self::CommandNotInVersion { .. } => 1,
+            Self::InvalidEnv { .. } => 4,
+            Self::Io { .. } => 5,
+            Self::Decode { .. } => 6,
+            Self::InvalidConfig { .. } => 7,
+            Self::NotReady(_) => 50,
+            Self::PoolExhausted(_) => 100,
+            Self::ApiUnreachable { .. } => 101,
+            Self::ApiDenied { .. } => 102,
+            Self::CrdMissing => 103,
+            Self::Kubeconfig { .. } => 104,
+            Self::Api { .. } => 105,
+            Self::CheckFailed(_) => 106,
+            Self::Many(errs) => errs.first().map_or(105, Error::code),
+        }
+    }
+
+    /// The one-line message for the error JSON's `msg`.
+    pub fn short(&self) -> String {
+        self.to_string()
+    }
+
+    /// Classifies a kube-rs error from operation `op` into the variant a user can act on.
+    pub fn from_kube(op: impl Into<String>, source: kube::Error) -> Self {
+        let op = op.into();
+        match &source {
+            kube::Error::Api(status) if status.code == 401 || status.code == 403 => Self::ApiDenied {
+                op,
+                status: status.code,
+                message: status.message.clone(),
+            },
+            kube::Error::Api(status)
+                if status.code == 404 && status.details.as_ref().is_none_or(|d| d.name.is_empty()) =>
+            {
+                // 404 on a collection (no object name) means the resource type itself is unknown.
+                Self::CrdMissing
+            }
+            kube::Error::HyperError(_) | kube::Error::Service(_) => Self::ApiUnreachable { op, source },
+            _ => Self::Api { op, source },
+        }
+    }
+}

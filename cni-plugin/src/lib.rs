@@ -1,0 +1,169 @@
+//! netendpoint: a CNI IPAM plugin whose IP lease is a `NetworkEndpoint` object.
+//!
+//! Layers, each in its own module:
+//! - [`protocol`]: the CNI spec (environment, stdin, results, errors);
+//! - [`config`]: the validated `ipam` section;
+//! - [`allocator`]: ranges and candidate order, with no Kubernetes in it;
+//! - [`store`]: every Kubernetes call;
+//! - [`commands`]: ADD, DEL, CHECK, STATUS and GC over a store.
+//!
+//! [`run`] ties them together for one invocation. It takes the environment
+//! and stdin as values and returns what to print and the exit code, so the
+//! binary's `main` is the only place that touches process globals.
+
+pub mod allocator;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod lifecycle;
+pub mod protocol;
+pub mod store;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tracing::{Instrument, error, info_span};
+
+pub use crate::error::{Error, Result};
+use crate::commands::{Attachment, Cursor};
+use crate::config::IpamConfig;
+use crate::protocol::{CURRENT_VERSION, Command, IpamResult, Invocation, NetConf, SUPPORTED_VERSIONS};
+use crate::store::KubeStore;
+
+/// What the binary prints on stdout, and its exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// The CNI result or error JSON (empty for a successful DEL, CHECK or GC).
+    pub stdout: String,
+    /// 0 on success, 1 on error.
+    pub code: i32,
+}
+
+/// Runs one CNI invocation described by `env` and `stdin`.
+pub fn run(env: &HashMap<String, String>, stdin: &[u8]) -> Output {
+    match dispatch(env, stdin) {
+        Ok(Some(v)) => Output { stdout: v.to_string(), code: 0 },
+        Ok(None) => Output { stdout: String::new(), code: 0 },
+        Err(e) => {
+            let version = NetConf::peek_version(stdin)
+                .filter(|v| SUPPORTED_VERSIONS.contains(&v.as_str()))
+                .unwrap_or_else(|| CURRENT_VERSION.to_string());
+            error!(code = e.code(), error = %e, "failed");
+            Output { stdout: protocol::encode_error(&version, &e).to_string(), code: 1 }
+        }
+    }
+}
+
+fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_json::Value>> {
+    let inv = Invocation::from_env(env)?;
+    if inv.command == Command::Version {
+        return Ok(Some(protocol::version_info()));
+    }
+    let net = NetConf::parse(stdin)?;
+    if inv.command.since() > net.version {
+        return Err(Error::CommandNotInVersion {
+            command: inv.command.as_str(),
+            version: net.version.as_str(),
+        });
+    }
+    let conf = IpamConfig::parse(&net.ipam, &net.name)?;
+    init_logging(&conf.log);
+    let node = node_name(&conf, env)?;
+    let who = Attachment {
+        container_id: inv.container_id.clone(),
+        if_name: inv.if_name.clone(),
+        node,
+        pod: inv.pod(&net.args_cni),
+    };
+    let span = info_span!(
+        "cni",
+        command = ?inv.command,
+        pool = %conf.pool,
+        container_id = %who.container_id,
+        if_name = %who.if_name,
+        node = %who.node,
+        pod = %who.pod.as_ref().map(|p| format!("{}/{}", p.namespace, p.name)).unwrap_or_default(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io { what: "tokio runtime", path: String::new(), source })?;
+    rt.block_on(
+        async move {
+            let store = KubeStore::new(kube_client(&conf).await?);
+            match inv.command {
+                Command::Add => {
+                    let cursor = Cursor::new(&conf.data_dir, &conf.pool);
+                    let result: IpamResult = commands::add(&store, &conf, &who, &cursor).await?;
+                    Ok(Some(result.encode(net.version)))
+                }
+                Command::Del => commands::del(&store, &conf, &who).await.map(|()| None),
+                Command::Check => {
+                    let prev = net
+                        .prev_result
+                        .as_ref()
+                        .ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;
+                    let addrs = IpamResult::addresses_of(prev)?;
+                    commands::check(&store, &conf, &who, &addrs).await.map(|()| None)
+                }
+                Command::Status => lifecycle::status(&store, &conf).await.map(|()| None),
+                Command::Gc => {
+                    let valid = net.valid_attachments.clone().unwrap_or_default();
+                    lifecycle::gc(&store, &conf, &who.node, &valid).await.map(|()| None)
+                }
+                Command::Version => Ok(Some(protocol::version_info())),
+            }
+        }
+        .instrument(span),
+    )
+}
+
+/// The node name: `ipam.nodeName`, then `NODE_NAME` / `KUBERNETES_NODE_NAME`, then the hostname.
+fn node_name(conf: &IpamConfig, env: &HashMap<String, String>) -> Result<String> {
+    if let Some(n) = &conf.node_name {
+        return Ok(n.clone());
+    }
+    for var in ["NODE_NAME", "KUBERNETES_NODE_NAME"] {
+        if let Some(n) = env.get(var).filter(|n| !n.is_empty()) {
+            return Ok(n.clone());
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| Error::config("ipam.nodeName", "is not set and the hostname cannot be read"))
+}
+
+async fn kube_client(conf: &IpamConfig) -> Result<kube::Client> {
+    let path = conf.kubeconfig.display().to_string();
+    let bad = |reason: String| Error::Kubeconfig { path: path.clone(), reason };
+    let kc = Kubeconfig::read_from(&conf.kubeconfig).map_err(|e| bad(e.to_string()))?;
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| bad(e.to_string()))?;
+    cfg.connect_timeout = Some(Duration::from_secs(5));
+    cfg.read_timeout = Some(conf.wait_for_release.max(Duration::from_secs(25)) + Duration::from_secs(5));
+    cfg.write_timeout = Some(Duration::from_secs(30));
+    kube::Client::try_from(cfg).map_err(|e| bad(e.to_string()))
+}
+
+/// Installs the global subscriber: to `log.file` if set (default level
+/// `info`), else to stderr (default level `warn`). Never to stdout.
+fn init_logging(log: &config::LogConfig) {
+    use tracing_subscriber::EnvFilter;
+    let file = log.file.as_ref().and_then(|p| {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
+    });
+    let level = log.level.clone().unwrap_or_else(|| if file.is_some() { "info" } else { "warn" }.to_string());
+    let filter = EnvFilter::new(format!("netendpoint_cni={level},netendpoint={level},warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let _ = match file {
+        Some(f) => builder.with_ansi(false).with_writer(std::sync::Mutex::new(f)).try_init(),
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
+}

@@ -1,0 +1,482 @@
+//! The CNI protocol: environment and stdin parsing, result and error encoding.
+//!
+//! Everything here works on values passed in (an environment map, stdin
+//! bytes), never on process globals, so it is unit-testable as is. Supported
+//! spec versions are 0.3.0, 0.3.1, 0.4.0, 1.0.0 and 1.1.0.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::Error;
+
+/// The newest spec version this plugin implements.
+pub const CURRENT_VERSION: &str = "1.1.0";
+/// Every spec version this plugin accepts, oldest first.
+pub const SUPPORTED_VERSIONS: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+
+/// A spec version this plugin supports. Ordered oldest to newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CniVersion {
+    /// 0.3.0
+    V0_3_0,
+    /// 0.3.1
+    V0_3_1,
+    /// 0.4.0: adds CHECK.
+    V0_4_0,
+    /// 1.0.0: drops `ips[].version`.
+    V1_0_0,
+    /// 1.1.0: adds STATUS and GC.
+    V1_1_0,
+}
+
+impl CniVersion {
+    /// Parses a `cniVersion` string; anything unsupported is a code 1 error.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        Ok(match s {
+            "0.3.0" => Self::V0_3_0,
+            "0.3.1" => Self::V0_3_1,
+            "0.4.0" => Self::V0_4_0,
+            "1.0.0" => Self::V1_0_0,
+            "1.1.0" => Self::V1_1_0,
+            other => {
+                return Err(Error::IncompatibleVersion {
+                    version: other.to_string(),
+                });
+            }
+        })
+    }
+
+    /// The version as written on the wire.
+    pub fn as_str(self) -> &'static str {
+        SUPPORTED_VERSIONS[self as usize]
+    }
+}
+
+/// The CNI operation requested in `CNI_COMMAND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// Allocate.
+    Add,
+    /// Release.
+    Del,
+    /// Verify a previous ADD.
+    Check,
+    /// Report supported versions.
+    Version,
+    /// Report readiness (1.1.0).
+    Status,
+    /// Garbage-collect stale attachments (1.1.0).
+    Gc,
+}
+
+impl Command {
+    /// Parses `CNI_COMMAND`.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        Ok(match s {
+            "ADD" => Self::Add,
+            "DEL" => Self::Del,
+            "CHECK" => Self::Check,
+            "VERSION" => Self::Version,
+            "STATUS" => Self::Status,
+            "GC" => Self::Gc,
+            other => {
+                return Err(Error::InvalidEnv {
+                    var: "CNI_COMMAND",
+                    reason: format!("unknown command {other:?}"),
+                });
+            }
+        })
+    }
+
+    /// The command as written in `CNI_COMMAND`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Add => "ADD",
+            Self::Del => "DEL",
+            Self::Check => "CHECK",
+            Self::Version => "VERSION",
+            Self::Status => "STATUS",
+            Self::Gc => "GC",
+        }
+    }
+
+    /// The spec version that introduced the command.
+    pub fn since(self) -> CniVersion {
+        match self {
+            Self::Add | Self::Del | Self::Version => CniVersion::V0_3_0,
+            Self::Check => CniVersion::V0_4_0,
+            Self::Status | Self::Gc => CniVersion::V1_1_0,
+        }
+    }
+}
+
+/// The Pod a sandbox belongs to, from `K8S_POD_*` in CNI_ARGS or `args.cni`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodIdentity {
+    /// K8S_POD_NAMESPACE
+    pub namespace: String,
+    /// K8S_POD_NAME
+    pub name: String,
+    /// K8S_POD_UID (may be empty: older runtimes do not pass it)
+    pub uid: String,
+}
+
+/// The parsed CNI environment of one invocation.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// CNI_COMMAND
+    pub command: Command,
+    /// CNI_CONTAINERID (empty for VERSION, STATUS and GC)
+    pub container_id: String,
+    /// CNI_IFNAME (empty for VERSION, STATUS and GC)
+    pub if_name: String,
+    /// CNI_NETNS (unused by an IPAM plugin, kept for logs)
+    pub netns: String,
+    /// Key-value pairs of CNI_ARGS.
+    pub args: HashMap<String, String>,
+}
+
+impl Invocation {
+    /// Reads the CNI variables from `env`; missing required ones are code 4 errors naming the variable.
+    pub fn from_env(env: &HashMap<String, String>) -> Result<Self, Error> {
+        let command = Command::parse(
+            env.get("CNI_COMMAND")
+                .ok_or(Error::InvalidEnv { var: "CNI_COMMAND", reason: "not set".into() })?,
+        )?;
+        let needs_attachment = matches!(command, Command::Add | Command::Del | Command::Check);
+        let get = |var: &'static str| -> Result<String, Error> {
+            match env.get(var).map(String::as_str) {
+                Some(v) if !v.is_empty() => Ok(v.to_string()),
+                _ if needs_attachment => Err(Error::InvalidEnv { var, reason: "not set".into() }),
+                _ => Ok(String::new()),
+            }
+        };
+        let container_id = get("CNI_CONTAINERID")?;
+        if !container_id.is_empty()
+            && !container_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(Error::InvalidEnv {
+                var: "CNI_CONTAINERID",
+                reason: "must be alphanumeric, '-', '_' or '.'".into(),
+            });
+        }
+        let if_name = get("CNI_IFNAME")?;
+        let netns = env.get("CNI_NETNS").cloned().unwrap_or_default();
+        if command == Command::Add && netns.is_empty() {
+            return Err(Error::InvalidEnv { var: "CNI_NETNS", reason: "not set".into() });
+        }
+        let args = parse_cni_args(env.get("CNI_ARGS").map(String::as_str).unwrap_or(""))?;
+        Ok(Self { command, container_id, if_name, netns, args })
+    }
+
+    /// The Pod identity: CNI_ARGS first, then the `args.cni` section of the config.
+    pub fn pod(&self, conf_args: &Map<String, Value>) -> Option<PodIdentity> {
+        let pick = |key: &str| -> String {
+            self.args
+                .get(key)
+                .cloned()
+                .or_else(|| conf_args.get(key).and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_default()
+        };
+        let pod = PodIdentity {
+            namespace: pick("K8S_POD_NAMESPACE"),
+            name: pick("K8S_POD_NAME"),
+            uid: pick("K8S_POD_UID"),
+        };
+        (!pod.name.is_empty()).then_some(pod)
+    }
+}
+
+/// Parses CNI_ARGS (`K1=v1;K2=v2`). Malformed pairs are a code 4 error.
+pub fn parse_cni_args(raw: &str) -> Result<HashMap<String, String>, Error> {
+    let mut out = HashMap::new();
+    for pair in raw.split(';').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').ok_or_else(|| Error::InvalidEnv {
+            var: "CNI_ARGS",
+            reason: format!("{pair:?} is not KEY=VALUE"),
+        })?;
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+/// The network configuration on stdin, split into what this plugin reads.
+/// Unknown top-level keys belong to the main plugin and are ignored.
+#[derive(Debug, Clone)]
+pub struct NetConf {
+    /// `cniVersion`
+    pub version: CniVersion,
+    /// `name`: the network name.
+    pub name: String,
+    /// The raw `ipam` object (validated by [`crate::config`]).
+    pub ipam: Value,
+    /// `args.cni`, the conventions' way to pass per-invocation arguments.
+    pub args_cni: Map<String, Value>,
+    /// `prevResult` (CHECK, DEL).
+    pub prev_result: Option<Value>,
+    /// `cni.dev/valid-attachments` (GC).
+    pub valid_attachments: Option<Vec<Attachment>>,
+}
+
+/// One (containerID, ifname) pair that GC must keep.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Deserialize)]
+pub struct Attachment {
+    /// The sandbox ID.
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    /// The interface name.
+    pub ifname: String,
+}
+
+impl NetConf {
+    /// Parses stdin. Malformed JSON is code 6; a missing or unsupported
+    /// `cniVersion` is code 1; a wrong-typed known field is code 7.
+    pub fn parse(stdin: &[u8]) -> Result<Self, Error> {
+        let root: Value = serde_json::from_slice(stdin).map_err(|e| Error::Decode {
+            what: "network configuration on stdin",
+            reason: e.to_string(),
+        })?;
+        let obj = root.as_object().ok_or(Error::Decode {
+            what: "network configuration on stdin",
+            reason: "not a JSON object".into(),
+        })?;
+        let version = match obj.get("cniVersion") {
+            Some(Value::String(v)) => CniVersion::parse(v)?,
+            Some(_) => return Err(Error::config("cniVersion", "must be a string")),
+            None => return Err(Error::config("cniVersion", "is required")),
+        };
+        let name = match obj.get("name") {
+            Some(Value::String(n)) if !n.is_empty() => n.clone(),
+            _ => return Err(Error::config("name", "is required (the network name)")),
+        };
+        let ipam = obj
+            .get("ipam")
+            .cloned()
+            .ok_or_else(|| Error::config("ipam", "is required"))?;
+        let args_cni = match obj.get("args").and_then(|a| a.get("cni")) {
+            None => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(Error::config("args.cni", "must be an object")),
+        };
+        let valid_attachments = match obj.get("cni.dev/valid-attachments") {
+            None => None,
+            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
+                Error::config("cni.dev/valid-attachments", &e.to_string())
+            })?),
+        };
+        Ok(Self {
+            version,
+            name,
+            ipam,
+            args_cni,
+            prev_result: obj.get("prevResult").cloned(),
+            valid_attachments,
+        })
+    }
+
+    /// Reads only `cniVersion`, for VERSION and for encoding early errors;
+    /// never fails (an unreadable version yields `None`).
+    pub fn peek_version(stdin: &[u8]) -> Option<String> {
+        let v: Value = serde_json::from_slice(stdin).ok()?;
+        v.get("cniVersion")?.as_str().map(str::to_string)
+    }
+}
+
+/// One address of an IPAM result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpConfig {
+    /// Address with the prefix length of its subnet.
+    pub address: IpNet,
+    /// Gateway of the range, if any.
+    pub gateway: Option<IpAddr>,
+}
+
+/// One route of an IPAM result.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
+pub struct Route {
+    /// Destination.
+    pub dst: IpNet,
+    /// Next hop; the main plugin's default gateway when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gw: Option<IpAddr>,
+}
+
+/// The IPAM result of ADD, encodable in every supported version.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IpamResult {
+    /// One entry per range set.
+    pub ips: Vec<IpConfig>,
+    /// Routes from the config.
+    pub routes: Vec<Route>,
+}
+
+impl IpamResult {
+    /// Encodes the result in the shape of `version`: before 1.0.0 each IP
+    /// carries `"version": "4"|"6"`, from 1.0.0 on it does not.
+    pub fn encode(&self, version: CniVersion) -> Value {
+        let ips: Vec<Value> = self
+            .ips
+            .iter()
+            .map(|ip| {
+                let mut m = Map::new();
+                if version < CniVersion::V1_0_0 {
+                    let family = if ip.address.addr().is_ipv4() { "4" } else { "6" };
+                    m.insert("version".into(), family.into());
+                }
+                m.insert("address".into(), ip.address.to_string().into());
+                if let Some(gw) = ip.gateway {
+                    m.insert("gateway".into(), gw.to_string().into());
+                }
+                Value::Object(m)
+            })
+            .collect();
+        serde_json::json!({
+            "cniVersion": version.as_str(),
+            "ips": ips,
+            "routes": self.routes,
+            "dns": {},
+        })
+    }
+
+    /// The addresses of a `prevResult` in any supported version; used by CHECK.
+    pub fn addresses_of(prev: &Value) -> Result<Vec<IpNet>, Error> {
+        let ips = prev
+            .get("ips")
+            .and_then(Value::as_array)
+            .ok_or_else(|| Error::config("prevResult.ips", "is missing"))?;
+        ips.iter()
+            .enumerate()
+            .map(|(i, ip)| {
+                let field = format!("prevResult.ips[{i}].address");
+                let raw = ip
+                    .get("address")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| Error::config(&field, "is missing"))?;
+                raw.parse::<IpNet>()
+                    .map_err(|_| Error::config(&field, &format!("{raw:?} is not a CIDR address")))
+            })
+            .collect()
+    }
+}
+
+/// The VERSION answer.
+pub fn version_info() -> Value {
+    serde_json::json!({ "cniVersion": CURRENT_VERSION, "supportedVersions": SUPPORTED_VERSIONS })
+}
+
+/// The spec's error object; `version` is echoed from the request when known.
+pub fn encode_error(version: &str, err: &Error) -> Value {
+    let mut v = serde_json::json!({
+        "cniVersion": version,
+        "code": err.code(),
+        "msg": err.short(),
+    });
+    let details = err.to_string();
+    if details != err.short() {
+        v["details"] = details.into();
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn add_needs_container_ifname_and_netns() {
+        let full = [
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "abc"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_NETNS", "/run/netns/x"),
+        ];
+        assert!(Invocation::from_env(&env(&full)).is_ok());
+        for missing in ["CNI_CONTAINERID", "CNI_IFNAME", "CNI_NETNS", "CNI_COMMAND"] {
+            let partial: Vec<_> = full.iter().copied().filter(|(k, _)| *k != missing).collect();
+            let err = Invocation::from_env(&env(&partial)).unwrap_err();
+            assert_eq!(err.code(), 4, "{missing}");
+            assert!(err.to_string().contains(missing), "{err}");
+        }
+    }
+
+    #[test]
+    fn version_status_gc_need_no_attachment() {
+        for cmd in ["VERSION", "STATUS", "GC"] {
+            assert!(Invocation::from_env(&env(&[("CNI_COMMAND", cmd)])).is_ok(), "{cmd}");
+        }
+        let err = Invocation::from_env(&env(&[("CNI_COMMAND", "FROB")])).unwrap_err();
+        assert_eq!(err.code(), 4);
+    }
+
+    #[test]
+    fn pod_identity_from_cni_args_then_conf_args() {
+        let inv = Invocation::from_env(&env(&[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=web-0"),
+        ]))
+        .unwrap();
+        let conf: Map<String, Value> =
+            serde_json::from_str(r#"{"K8S_POD_UID":"u-1","K8S_POD_NAME":"ignored"}"#).unwrap();
+        let pod = inv.pod(&conf).unwrap();
+        assert_eq!(pod, PodIdentity { namespace: "ns".into(), name: "web-0".into(), uid: "u-1".into() });
+        assert!(parse_cni_args("A=1;broken").is_err());
+    }
+
+    #[test]
+    fn result_shape_follows_the_version() {
+        let r = IpamResult {
+            ips: vec![IpConfig {
+                address: "10.0.0.2/24".parse().unwrap(),
+                gateway: Some("10.0.0.1".parse().unwrap()),
+            }],
+            routes: vec![Route { dst: "0.0.0.0/0".parse().unwrap(), gw: None }],
+        };
+        for v in SUPPORTED_VERSIONS {
+            let ver = CniVersion::parse(v).unwrap();
+            let out = r.encode(ver);
+            assert_eq!(out["cniVersion"], v);
+            assert_eq!(out["ips"][0]["address"], "10.0.0.2/24");
+            assert_eq!(out["ips"][0]["gateway"], "10.0.0.1");
+            assert_eq!(out["routes"][0]["dst"], "0.0.0.0/0");
+            assert_eq!(out["ips"][0].get("version").is_some(), ver < CniVersion::V1_0_0, "{v}");
+            assert_eq!(IpamResult::addresses_of(&out).unwrap(), vec![r.ips[0].address]);
+        }
+    }
+
+    #[test]
+    fn stdin_errors_have_spec_codes() {
+        assert_eq!(NetConf::parse(b"{not json").unwrap_err().code(), 6);
+        assert_eq!(NetConf::parse(b"[]").unwrap_err().code(), 6);
+        assert_eq!(NetConf::parse(br#"{"cniVersion":"0.2.0","name":"n","ipam":{}}"#).unwrap_err().code(), 1);
+        let e = NetConf::parse(br#"{"cniVersion":"1.0.0","ipam":{}}"#).unwrap_err();
+        assert_eq!(e.code(), 7);
+        assert!(e.to_string().contains("name"), "{e}");
+        let ok = NetConf::parse(
+            br#"{"cniVersion":"1.1.0","name":"n","type":"bridge","bridge":"br0","ipam":{},
+                 "cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.valid_attachments.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn error_json_has_the_spec_fields() {
+        let e = Error::config("ipam.ranges[0][0].subnet", "\"10.0.0.0/33\" is not a CIDR");
+        let v = encode_error("1.0.0", &e);
+        assert_eq!(v["cniVersion"], "1.0.0");
+        assert_eq!(v["code"], 7);
+        assert!(v["msg"].as_str().unwrap().contains("ipam.ranges[0][0].subnet"));
+    }
+}

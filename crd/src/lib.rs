@@ -1,0 +1,340 @@
+//! The `NetworkEndpoint` custom resource: one object per allocated (pool, IP).
+//!
+//! The object *is* the IP lease. Its name is derived from (pool, IP) by
+//! [`endpoint_name`], so the API server itself guarantees one holder per IP: a
+//! second create of the same name fails with 409 AlreadyExists. The IP is free
+//! again only once the object is gone, which is after every finalizer that
+//! downstream agents hold on it has been removed.
+//!
+//! This crate has no opinion on how IPs are chosen; it only fixes the shape,
+//! the names and the labels that the plugin and agents agree on.
+
+use std::net::IpAddr;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every netendpoint resource.
+pub const GROUP: &str = "netendpoint.dev";
+
+/// Label carrying the pool name. Always a valid label value (see [`label_value`]).
+pub const LABEL_POOL: &str = "netendpoint.dev/pool";
+/// Label carrying the node name.
+pub const LABEL_NODE: &str = "netendpoint.dev/node";
+/// Label carrying the Pod's namespace.
+pub const LABEL_POD_NAMESPACE: &str = "netendpoint.dev/pod-namespace";
+/// Label carrying the Pod's name.
+pub const LABEL_POD_NAME: &str = "netendpoint.dev/pod-name";
+/// Label carrying the Pod's UID.
+pub const LABEL_POD_UID: &str = "netendpoint.dev/pod-uid";
+/// Label carrying the IP family, `"4"` or `"6"`.
+pub const LABEL_IP_FAMILY: &str = "netendpoint.dev/ip-family";
+
+/// Field path, usable in field selectors, of the sandbox's container ID.
+pub const FIELD_CONTAINER_ID: &str = "spec.containerID";
+/// Field path, usable in field selectors, of the node name.
+pub const FIELD_NODE: &str = "spec.node";
+
+/// Event reason recorded when finalizers are force-removed after `forceReleaseAfter`.
+pub const REASON_FORCED_RELEASE: &str = "ForcedRelease";
+/// Event reason recorded on a Pod whose ADD failed for lack of IPs.
+pub const REASON_POOL_EXHAUSTED: &str = "PoolExhausted";
+
+/// The lease of one IP address to one interface of one sandbox.
+///
+/// The object carries no ownerReference to the Pod: its lifecycle follows the
+/// sandbox (CNI ADD creates it, CNI DEL deletes it), not the Pod object.
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[kube(
+    group = "netendpoint.dev",
+    version = "v1alpha1",
+    kind = "NetworkEndpoint",
+    plural = "networkendpoints",
+    singular = "networkendpoint",
+    shortname = "nep",
+    category = "netendpoint",
+    derive = "PartialEq",
+    doc = "NetworkEndpoint is the lease of one IP address to one pod interface. The IP is free again only after the object is gone, that is after every agent removed its finalizer.",
+    printcolumn(name = "IP", type_ = "string", json_path = ".spec.ip"),
+    printcolumn(name = "Namespace", type_ = "string", json_path = ".spec.pod.namespace"),
+    printcolumn(name = "Pod", type_ = "string", json_path = ".spec.pod.name"),
+    printcolumn(name = "Node", type_ = "string", json_path = ".spec.node"),
+    printcolumn(name = "Interface", type_ = "string", json_path = ".spec.ifName"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Releasing-Since",
+        type_ = "date",
+        json_path = ".metadata.deletionTimestamp",
+        description = "When DEL requested the release; empty while the IP is allocated"
+    ),
+    printcolumn(
+        name = "Finalizers",
+        type_ = "string",
+        json_path = ".metadata.finalizers",
+        description = "Agents that still have to acknowledge the release"
+    ),
+    printcolumn(name = "Container", type_ = "string", json_path = ".spec.containerID", priority = 1),
+    printcolumn(name = "Pool", type_ = "string", json_path = ".spec.pool", priority = 1),
+    selectable = ".spec.containerID",
+    selectable = ".spec.node"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkEndpointSpec {
+    /// Pool the IP was allocated from.
+    pub pool: String,
+    /// The leased address, in canonical text form (`10.244.0.17`, `fd00::11`).
+    pub ip: String,
+    /// Prefix length of the subnet the address belongs to.
+    pub prefix_length: u8,
+    /// Gateway of the range, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// Interface name inside the sandbox (CNI_IFNAME).
+    pub if_name: String,
+    /// Sandbox (container) ID from CNI_CONTAINERID. DEL only deletes endpoints whose ID matches.
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    /// Node the sandbox runs on.
+    pub node: String,
+    /// The Pod the sandbox belongs to, when the runtime said so in CNI_ARGS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodRef>,
+}
+
+/// Identity of the Pod behind a sandbox. Informational only: there is no
+/// ownerReference, so deleting the Pod object does not release the IP.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
+pub struct PodRef {
+    /// Pod namespace (K8S_POD_NAMESPACE).
+    pub namespace: String,
+    /// Pod name (K8S_POD_NAME).
+    pub name: String,
+    /// Pod UID (K8S_POD_UID), if known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+}
+
+impl NetworkEndpoint {
+    /// The leased address, or `None` when `spec.ip` does not parse (a hand-made object).
+    pub fn ip(&self) -> Option<IpAddr> {
+        self.spec.ip.parse().ok()
+    }
+
+    /// True once deletion was requested: the IP is being released, waiting on finalizers.
+    pub fn is_releasing(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+}
+
+/// The object name of the lease of `ip` in `pool`: `<pool>.<ip>`.
+///
+/// IPv4 keeps its dotted form (`pods.10.244.0.17`). IPv6 is written fully
+/// expanded with `-` between the eight groups (`pods.fd00-0000-…-0011`), so
+/// that every address, `::` and IPv4-mapped forms included, yields one valid
+/// DNS-1123 label. The mapping is injective for a given pool, and the pool is
+/// always known to whoever parses a name back ([`parse_endpoint_name`]).
+pub fn endpoint_name(pool: &str, ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => format!("{pool}.{v4}"),
+        IpAddr::V6(v6) => {
+            let groups: Vec<String> = v6.segments().iter().map(|s| format!("{s:04x}")).collect();
+            format!("{pool}.{}", groups.join("-"))
+        }
+    }
+}
+
+/// Inverse of [`endpoint_name`]: the IP of `name` if it is a lease name in `pool`.
+pub fn parse_endpoint_name(pool: &str, name: &str) -> Option<IpAddr> {
+    let rest = name.strip_prefix(pool)?.strip_prefix('.')?;
+    if let Ok(v4) = rest.parse::<std::net::Ipv4Addr>() {
+        // Reject non-canonical spellings, so that parse(name(x)) is a bijection.
+        return (v4.to_string() == rest).then_some(IpAddr::V4(v4));
+    }
+    let groups: Vec<&str> = rest.split('-').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    let mut segments = [0u16; 8];
+    for (slot, g) in segments.iter_mut().zip(&groups) {
+        if g.len() != 4 || !g.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return None;
+        }
+        *slot = u16::from_str_radix(g, 16).ok()?;
+    }
+    Some(IpAddr::V6(std::net::Ipv6Addr::from(segments)))
+}
+
+/// Longest pool name for which every lease name stays within 253 characters
+/// (the longest address part is a 39-character expanded IPv6 address).
+pub const MAX_POOL_NAME_LEN: usize = 253 - 1 - 39;
+
+/// True if `s` is a valid DNS-1123 subdomain (RFC 1123, as Kubernetes checks object names).
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// True if `s` is a valid DNS-1123 label: 1 to 63 of `[a-z0-9-]`, starting and ending alphanumeric.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// A valid label value for `s`: `s` itself when it already is one, otherwise
+/// a 54-character prefix of its allowed characters plus a stable 8-hex-digit
+/// hash of the whole, so that long Pod or node names still label the object.
+pub fn label_value(s: &str) -> String {
+    if is_label_value(s) {
+        return s.to_string();
+    }
+    let cleaned: String = s
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .take(54)
+        .collect();
+    let cleaned = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    if cleaned.is_empty() {
+        format!("h{:08x}", fnv1a32(s.as_bytes()))
+    } else {
+        format!("{cleaned}-{:08x}", fnv1a32(s.as_bytes()))
+    }
+}
+
+/// True if `s` is a valid Kubernetes label value (empty, or up to 63
+/// `[A-Za-z0-9_.-]` that start and end alphanumeric).
+pub fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
+fn fnv1a32(data: &[u8]) -> u32 {
+    data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+}
+
+/// The CRD manifest as YAML, exactly as `crdgen` writes it to `deploy/crd.yaml`.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    use kube::CustomResourceExt;
+    serde_yaml::to_string(&NetworkEndpoint::crd())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn ipv4_names_keep_the_dotted_form() {
+        let ip: IpAddr = "10.244.0.17".parse().unwrap();
+        assert_eq!(endpoint_name("pods", ip), "pods.10.244.0.17");
+        assert_eq!(parse_endpoint_name("pods", "pods.10.244.0.17"), Some(ip));
+    }
+
+    #[test]
+    fn every_name_is_a_dns_subdomain_and_round_trips() {
+        let cases = [
+            "0.0.0.0",
+            "255.255.255.255",
+            "10.0.0.1",
+            "::",
+            "::1",
+            "1::",
+            "fd00::11",
+            "fe80::1:2:3",
+            "2001:db8::ff00:42:8329",
+            "::ffff:10.1.2.3",
+            "::10.1.2.3",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "0:0:0:1::",
+        ];
+        let label = "p".repeat(63);
+        let longest = format!("{label}.{label}.{label}.{}", "q".repeat(21));
+        assert_eq!(longest.len(), MAX_POOL_NAME_LEN);
+        for pool in ["pods", "a", "net-1.example", &longest] {
+            for c in cases {
+                let ip: IpAddr = c.parse().unwrap();
+                let name = endpoint_name(pool, ip);
+                assert!(is_dns1123_subdomain(&name), "{name} is not a DNS-1123 subdomain");
+                assert_eq!(parse_endpoint_name(pool, &name), Some(ip), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn ipv6_names_are_fully_expanded() {
+        let ip: IpAddr = "::1".parse().unwrap();
+        assert_eq!(endpoint_name("p", ip), "p.0000-0000-0000-0000-0000-0000-0000-0001");
+    }
+
+    #[test]
+    fn distinct_addresses_get_distinct_names() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..512u32 {
+            let v4 = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+            let v6 = IpAddr::V6(Ipv6Addr::from(0xfd00_u128 << 112 | u128::from(i)));
+            assert!(seen.insert(endpoint_name("pods", v4)));
+            assert!(seen.insert(endpoint_name("pods", v6)));
+        }
+    }
+
+    #[test]
+    fn foreign_names_do_not_parse() {
+        for name in [
+            "pods.10.0.0.01",
+            "pods.10.0.0",
+            "other.10.0.0.1",
+            "pods10.0.0.1",
+            "pods.0000-0000",
+            "pods.0000-0000-0000-0000-0000-0000-0000-000g",
+            "pods.0000-0000-0000-0000-0000-0000-0000-1",
+            "pods.0000-0000-0000-0000-0000-0000-0000-000A",
+        ] {
+            assert_eq!(parse_endpoint_name("pods", name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn label_values_are_always_valid() {
+        assert_eq!(label_value("web-0"), "web-0");
+        assert_eq!(label_value(""), "");
+        let long = "x".repeat(200);
+        let v = label_value(&long);
+        assert!(is_label_value(&v) && v.len() <= 63, "{v}");
+        assert_ne!(label_value(&"x".repeat(201)), v, "hash keeps long values apart");
+        for odd in ["-lead", "trail-", "a/b", "ünïcode", "::", "__"] {
+            assert!(is_label_value(&label_value(odd)), "{odd}");
+        }
+    }
+
+    #[test]
+    fn crd_declares_what_the_design_needs() {
+        use kube::CustomResourceExt;
+        let crd = NetworkEndpoint::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["nep".to_string()][..]));
+        let v = &crd.spec.versions[0];
+        let fields: Vec<_> = v
+            .selectable_fields
+            .iter()
+            .flatten()
+            .map(|f| f.json_path.as_str())
+            .collect();
+        assert_eq!(fields, [".spec.containerID", ".spec.node"]);
+        let cols: Vec<_> = v
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        for want in ["IP", "Pod", "Node", "Interface", "Age", "Releasing-Since", "Finalizers"] {
+            assert!(cols.contains(&want), "missing printer column {want}");
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# start DIR | stop DIR: runs the real API server for tests and the demo.
+# start waits until /readyz answers and installs the NetworkEndpoint CRD.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd=${1:?start|stop}
+dir=${2:-.testenv}
+case "$cmd" in
+  start)
+    "$0" stop "$dir" >/dev/null 2>&1 || true
+    mkdir -p "$dir"
+    setsid tests/bin/kube-testenv serve --dir "$dir" ${TESTENV_FLAGS:-} >"$dir/apiserver.log" 2>&1 < /dev/null &
+    if ! tests/bin/kube-testenv wait --dir "$dir" --timeout 3m; then
+      tail -n 30 "$dir/apiserver.log" >&2
+      exit 1
+    fi
+    kubectl --kubeconfig "$dir/kubeconfig" apply -f deploy/crd.yaml >/dev/null
+    kubectl --kubeconfig "$dir/kubeconfig" wait --for condition=established --timeout=60s \
+      crd/networkendpoints.netendpoint.dev >/dev/null
+    ;;
+  stop)
+    pid=$(cat "$dir/pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    ;;
+  *) echo "usage: $0 start|stop [DIR]" >&2; exit 2 ;;
+esac
