@@ -56,8 +56,7 @@ impl Range {
 
     /// True if `ip` lies between start and end (same family).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        ip.is_ipv4() == self.start.is_ipv4()
-            && (to_u128(self.start)..=to_u128(self.end)).contains(&to_u128(ip))
+        ip.is_ipv4() == self.start.is_ipv4() && (to_u128(self.start)..=to_u128(self.end)).contains(&to_u128(ip))
     }
 }
 
@@ -112,18 +111,10 @@ impl RangeSet {
     /// after `after` (the most recent allocation). Without a cursor, or with
     /// one outside the set, it starts at the first range's start.
     pub fn candidates(&self, after: Option<IpAddr>) -> impl Iterator<Item = IpAddr> + '_ {
-        let spans: Vec<(IpAddr, u128, u128)> = self
-            .ranges
-            .iter()
-            .map(|r| (r.start, to_u128(r.start), to_u128(r.end)))
-            .collect();
+        let spans: Vec<(IpAddr, u128, u128)> =
+            self.ranges.iter().map(|r| (r.start, to_u128(r.start), to_u128(r.end))).collect();
         let (first_range, first_offset) = after
-            .and_then(|a| {
-                self.ranges
-                    .iter()
-                    .position(|r| r.contains(a))
-                    .map(|i| (i, to_u128(a) - spans[i].1 + 1))
-            })
+            .and_then(|a| self.ranges.iter().position(|r| r.contains(a)).map(|i| (i, to_u128(a) - spans[i].1 + 1)))
             .unwrap_or((0, 0));
         let n = spans.len();
         // Visit: the rest of the cursor's range, the other ranges in order,
@@ -142,7 +133,7 @@ impl RangeSet {
                 let (fam, lo, hi) = spans.get(i).copied().unwrap_or((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 1, 0));
                 let from = lo.saturating_add(lo_off);
                 let to = match hi_off {
-                    Some(h) if h == 0 => None,
+                    Some(0) => None,
                     Some(h) => Some(lo + h - 1),
                     None => Some(hi),
                 };
@@ -187,7 +178,10 @@ mod tests {
     }
 
     fn set(subnet: &str) -> RangeSet {
-        RangeSet { ranges: vec![Range::with_defaults(subnet.parse().unwrap(), None, None, None).unwrap()], exclude: vec![] }
+        RangeSet {
+            ranges: vec![Range::with_defaults(subnet.parse().unwrap(), None, None, None).unwrap()],
+            exclude: vec![],
+        }
     }
 
     #[test]
@@ -213,9 +207,8 @@ mod tests {
     #[test]
     fn round_robin_starts_after_the_cursor_and_wraps() {
         let s = set("10.0.0.0/29"); // usable .2 .. .6 (.1 is the gateway)
-        let order = |after: Option<&str>| -> Vec<String> {
-            s.candidates(after.map(ip)).map(|i| i.to_string()).collect()
-        };
+        let order =
+            |after: Option<&str>| -> Vec<String> { s.candidates(after.map(ip)).map(|i| i.to_string()).collect() };
         assert_eq!(order(None), ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]);
         assert_eq!(order(Some("10.0.0.4")), ["10.0.0.5", "10.0.0.6", "10.0.0.2", "10.0.0.3", "10.0.0.4"]);
         assert_eq!(order(Some("10.0.0.6")), ["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]);
@@ -229,7 +222,11 @@ mod tests {
         // so .3 comes after every never-used address.
         let s = set("10.0.0.0/28");
         let order: Vec<IpAddr> = s.candidates(Some(ip("10.0.0.5"))).collect();
-        let free: Vec<IpAddr> = order.iter().copied().filter(|a| !["10.0.0.2", "10.0.0.4", "10.0.0.5"].contains(&a.to_string().as_str())).collect();
+        let free: Vec<IpAddr> = order
+            .iter()
+            .copied()
+            .filter(|a| !["10.0.0.2", "10.0.0.4", "10.0.0.5"].contains(&a.to_string().as_str()))
+            .collect();
         assert_eq!(free.last(), Some(&ip("10.0.0.3")));
     }
 
@@ -237,8 +234,15 @@ mod tests {
     fn several_ranges_exclusions_and_gateways() {
         let s = RangeSet {
             ranges: vec![
-                Range::with_defaults("10.0.0.0/24".parse().unwrap(), Some(ip("10.0.0.10")), Some(ip("10.0.0.12")), None).unwrap(),
-                Range::with_defaults("10.0.1.0/24".parse().unwrap(), Some(ip("10.0.1.1")), Some(ip("10.0.1.3")), None).unwrap(),
+                Range::with_defaults(
+                    "10.0.0.0/24".parse().unwrap(),
+                    Some(ip("10.0.0.10")),
+                    Some(ip("10.0.0.12")),
+                    None,
+                )
+                .unwrap(),
+                Range::with_defaults("10.0.1.0/24".parse().unwrap(), Some(ip("10.0.1.1")), Some(ip("10.0.1.3")), None)
+                    .unwrap(),
             ],
             exclude: vec!["10.0.0.11/32".parse().unwrap()],
         };

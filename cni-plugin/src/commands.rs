@@ -133,12 +133,13 @@ async fn rollback<S: Store>(store: &S, created: &[NetworkEndpoint]) -> Result<()
 }
 
 fn ip_config(set: &RangeSet, ep: &NetworkEndpoint) -> Result<IpConfig> {
-    let ip = ep
-        .ip()
-        .ok_or_else(|| Error::CheckFailed(format!("lease {:?} has unparsable ip {:?}", ep.metadata.name, ep.spec.ip)))?;
+    let ip = ep.ip().ok_or_else(|| {
+        Error::CheckFailed(format!("lease {:?} has unparsable ip {:?}", ep.metadata.name, ep.spec.ip))
+    })?;
     let range = set.range_of(ip);
     let prefix = range.map_or(ep.spec.prefix_length, |r| r.subnet.prefix_len());
-    let address = IpNet::new(ip, prefix).map_err(|_| Error::CheckFailed(format!("bad prefix length {prefix} for {ip}")))?;
+    let address =
+        IpNet::new(ip, prefix).map_err(|_| Error::CheckFailed(format!("bad prefix length {prefix} for {ip}")))?;
     Ok(IpConfig { address, gateway: range.and_then(|r| r.gateway) })
 }
 

@@ -162,7 +162,10 @@ impl IpamConfig {
         if let Some(level) = &raw.log.level
             && !["error", "warn", "info", "debug", "trace"].contains(&level.as_str())
         {
-            return Err(Error::config("ipam.log.level", &format!("{level:?} is not one of error, warn, info, debug, trace")));
+            return Err(Error::config(
+                "ipam.log.level",
+                &format!("{level:?} is not one of error, warn, info, debug, trace"),
+            ));
         }
         if let Some(n) = &raw.node_name
             && n.is_empty()
@@ -203,10 +206,7 @@ fn parse_ip(field: &str, s: &Option<String>) -> Result<Option<IpAddr>> {
 }
 
 fn parse_range(at: &str, r: &RawRange) -> Result<Range> {
-    let subnet_s = r
-        .subnet
-        .as_deref()
-        .ok_or_else(|| Error::config(&format!("{at}.subnet"), "is required"))?;
+    let subnet_s = r.subnet.as_deref().ok_or_else(|| Error::config(&format!("{at}.subnet"), "is required"))?;
     let subnet = parse_cidr(&format!("{at}.subnet"), subnet_s)?.trunc();
     let start = parse_ip(&format!("{at}.rangeStart"), &r.range_start)?;
     let end = parse_ip(&format!("{at}.rangeEnd"), &r.range_end)?;
@@ -221,7 +221,10 @@ fn parse_range(at: &str, r: &RawRange) -> Result<Range> {
     let gw = gateway.map(Some);
     Range::with_defaults(subnet, start, end, gw).ok_or_else(|| {
         if start.is_some() || end.is_some() {
-            Error::config(&format!("{at}.rangeStart"), &format!("{:?} is after rangeEnd {:?}", r.range_start, r.range_end))
+            Error::config(
+                &format!("{at}.rangeStart"),
+                &format!("{:?} is after rangeEnd {:?}", r.range_start, r.range_end),
+            )
         } else {
             Error::config(&format!("{at}.subnet"), &format!("{subnet_s:?} has no usable address"))
         }
@@ -237,7 +240,10 @@ fn check_overlaps(sets: &[RangeSet]) -> Result<()> {
     for (a, (name_a, ra)) in all.iter().enumerate() {
         for (name_b, rb) in &all[a + 1..] {
             if ra.contains(rb.start) || ra.contains(rb.end) || rb.contains(ra.start) {
-                return Err(Error::config(name_b, &format!("overlaps {name_a} ({}-{} and {}-{})", ra.start, ra.end, rb.start, rb.end)));
+                return Err(Error::config(
+                    name_b,
+                    &format!("overlaps {name_a} ({}-{} and {}-{})", ra.start, ra.end, rb.start, rb.end),
+                ));
             }
         }
     }
@@ -288,7 +294,8 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
 
 fn parse_opt_duration(field: &str, s: Option<&str>) -> Result<Option<Duration>> {
     s.map(|v| {
-        parse_duration(v).ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))
+        parse_duration(v)
+            .ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))
     })
     .transpose()
 }
@@ -333,19 +340,51 @@ mod tests {
     fn bad_values_name_the_field_and_value() {
         let cases = [
             (json!({"ranges": [[{"subnet": "10.0.0.0/33"}]]}), "ipam.ranges[0][0].subnet", "10.0.0.0/33"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.1.5"}]]}), "ipam.ranges[0][0].rangeStart", "10.0.1.5"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeEnd": "nope"}]]}), "ipam.ranges[0][0].rangeEnd", "nope"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "gateway": "10.9.0.1"}]]}), "ipam.ranges[0][0].gateway", "10.9.0.1"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.9", "rangeEnd": "10.0.0.3"}]]}), "ipam.ranges[0][0].rangeStart", "10.0.0.3"),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.1.5"}]]}),
+                "ipam.ranges[0][0].rangeStart",
+                "10.0.1.5",
+            ),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeEnd": "nope"}]]}),
+                "ipam.ranges[0][0].rangeEnd",
+                "nope",
+            ),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24", "gateway": "10.9.0.1"}]]}),
+                "ipam.ranges[0][0].gateway",
+                "10.9.0.1",
+            ),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.9", "rangeEnd": "10.0.0.3"}]]}),
+                "ipam.ranges[0][0].rangeStart",
+                "10.0.0.3",
+            ),
             (json!({"ranges": [[{"rangeStart": "10.0.0.9"}]]}), "ipam.ranges[0][0].subnet", "required"),
             (json!({"ranges": []}), "ipam.ranges", "at least one"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}], [{"subnet": "10.0.0.128/25"}]]}), "ipam.ranges[1][0]", "overlaps"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}, {"subnet": "fd00::/64"}]]}), "ipam.ranges[0][1].subnet", "families"),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24"}], [{"subnet": "10.0.0.128/25"}]]}),
+                "ipam.ranges[1][0]",
+                "overlaps",
+            ),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24"}, {"subnet": "fd00::/64"}]]}),
+                "ipam.ranges[0][1].subnet",
+                "families",
+            ),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "pool": "Bad_Pool"}), "ipam.pool", "Bad_Pool"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "finalizers": ["noslash"]}), "ipam.finalizers[0]", "noslash"),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "finalizers": ["noslash"]}),
+                "ipam.finalizers[0]",
+                "noslash",
+            ),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "waitForRelease": "soon"}), "ipam.waitForRelease", "soon"),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "exclude": ["x/y"]}), "ipam.exclude[0]", "x/y"),
-            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "routes": [{"dst": "nowhere"}]}), "ipam.routes[0]", "nowhere"),
+            (
+                json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "routes": [{"dst": "nowhere"}]}),
+                "ipam.routes[0]",
+                "nowhere",
+            ),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "log": {"level": "loud"}}), "ipam.log.level", "loud"),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "frobnicate": 1}), "ipam", "frobnicate"),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24", "gatway": "10.0.0.1"}]]}), "ipam", "gatway"),

@@ -185,11 +185,9 @@ impl Error {
     pub fn from_kube(op: impl Into<String>, source: kube::Error) -> Self {
         let op = op.into();
         match &source {
-            kube::Error::Api(status) if status.code == 401 || status.code == 403 => Self::ApiDenied {
-                op,
-                status: status.code,
-                message: status.message.clone(),
-            },
+            kube::Error::Api(status) if status.code == 401 || status.code == 403 => {
+                Self::ApiDenied { op, status: status.code, message: status.message.clone() }
+            }
             kube::Error::Api(status)
                 if status.code == 404 && status.details.as_ref().is_none_or(|d| d.name.is_empty()) =>
             {

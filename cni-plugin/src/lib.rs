@@ -25,10 +25,10 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::{Instrument, error, info_span};
 
-pub use crate::error::{Error, Result};
 use crate::commands::{Attachment, Cursor};
 use crate::config::IpamConfig;
-use crate::protocol::{CURRENT_VERSION, Command, IpamResult, Invocation, NetConf, SUPPORTED_VERSIONS};
+pub use crate::error::{Error, Result};
+use crate::protocol::{CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
 use crate::store::KubeStore;
 
 /// What the binary prints on stdout, and its exit status.
@@ -62,10 +62,7 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
     }
     let net = NetConf::parse(stdin)?;
     if inv.command.since() > net.version {
-        return Err(Error::CommandNotInVersion {
-            command: inv.command.as_str(),
-            version: net.version.as_str(),
-        });
+        return Err(Error::CommandNotInVersion { command: inv.command.as_str(), version: net.version.as_str() });
     }
     let conf = IpamConfig::parse(&net.ipam, &net.name)?;
     init_logging(&conf.log);
@@ -85,10 +82,11 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
         node = %who.node,
         pod = %who.pod.as_ref().map(|p| format!("{}/{}", p.namespace, p.name)).unwrap_or_default(),
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io { what: "tokio runtime", path: String::new(), source })?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|source| Error::Io {
+        what: "tokio runtime",
+        path: String::new(),
+        source,
+    })?;
     rt.block_on(
         async move {
             let store = KubeStore::new(kube_client(&conf).await?);
@@ -100,10 +98,8 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
                 }
                 Command::Del => commands::del(&store, &conf, &who).await.map(|()| None),
                 Command::Check => {
-                    let prev = net
-                        .prev_result
-                        .as_ref()
-                        .ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;
+                    let prev =
+                        net.prev_result.as_ref().ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;
                     let addrs = IpamResult::addresses_of(prev)?;
                     commands::check(&store, &conf, &who, &addrs).await.map(|()| None)
                 }

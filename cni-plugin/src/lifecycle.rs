@@ -46,7 +46,9 @@ pub async fn gc<S: Store>(store: &S, conf: &IpamConfig, node: &str, valid: &[Att
             continue;
         }
         match store.delete(&ep).await {
-            Ok(()) => info!(ip = %ep.spec.ip, container_id = %ep.spec.container_id, "GC: release requested for a stale lease"),
+            Ok(()) => {
+                info!(ip = %ep.spec.ip, container_id = %ep.spec.container_id, "GC: release requested for a stale lease")
+            }
             Err(e) => errors.push(e),
         }
     }

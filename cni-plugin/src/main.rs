@@ -4,9 +4,8 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let env: std::collections::HashMap<String, String> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
+    let env: std::collections::HashMap<String, String> =
+        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
     let mut stdin = Vec::new();
     // VERSION may come with an empty or closed stdin; a read error leaves it empty.
     let _ = std::io::stdin().read_to_end(&mut stdin);

@@ -43,9 +43,7 @@ impl CniVersion {
             "1.0.0" => Self::V1_0_0,
             "1.1.0" => Self::V1_1_0,
             other => {
-                return Err(Error::IncompatibleVersion {
-                    version: other.to_string(),
-                });
+                return Err(Error::IncompatibleVersion { version: other.to_string() });
             }
         })
     }
@@ -84,10 +82,7 @@ impl Command {
             "STATUS" => Self::Status,
             "GC" => Self::Gc,
             other => {
-                return Err(Error::InvalidEnv {
-                    var: "CNI_COMMAND",
-                    reason: format!("unknown command {other:?}"),
-                });
+                return Err(Error::InvalidEnv { var: "CNI_COMMAND", reason: format!("unknown command {other:?}") });
             }
         })
     }
@@ -144,8 +139,7 @@ impl Invocation {
     /// Reads the CNI variables from `env`; missing required ones are code 4 errors naming the variable.
     pub fn from_env(env: &HashMap<String, String>) -> Result<Self, Error> {
         let command = Command::parse(
-            env.get("CNI_COMMAND")
-                .ok_or(Error::InvalidEnv { var: "CNI_COMMAND", reason: "not set".into() })?,
+            env.get("CNI_COMMAND").ok_or(Error::InvalidEnv { var: "CNI_COMMAND", reason: "not set".into() })?,
         )?;
         let needs_attachment = matches!(command, Command::Add | Command::Del | Command::Check);
         let get = |var: &'static str| -> Result<String, Error> {
@@ -157,9 +151,7 @@ impl Invocation {
         };
         let container_id = get("CNI_CONTAINERID")?;
         if !container_id.is_empty()
-            && !container_id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && !container_id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         {
             return Err(Error::InvalidEnv {
                 var: "CNI_CONTAINERID",
@@ -184,11 +176,8 @@ impl Invocation {
                 .or_else(|| conf_args.get(key).and_then(Value::as_str).map(str::to_string))
                 .unwrap_or_default()
         };
-        let pod = PodIdentity {
-            namespace: pick("K8S_POD_NAMESPACE"),
-            name: pick("K8S_POD_NAME"),
-            uid: pick("K8S_POD_UID"),
-        };
+        let pod =
+            PodIdentity { namespace: pick("K8S_POD_NAMESPACE"), name: pick("K8S_POD_NAME"), uid: pick("K8S_POD_UID") };
         (!pod.name.is_empty()).then_some(pod)
     }
 }
@@ -197,10 +186,9 @@ impl Invocation {
 pub fn parse_cni_args(raw: &str) -> Result<HashMap<String, String>, Error> {
     let mut out = HashMap::new();
     for pair in raw.split(';').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').ok_or_else(|| Error::InvalidEnv {
-            var: "CNI_ARGS",
-            reason: format!("{pair:?} is not KEY=VALUE"),
-        })?;
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::InvalidEnv { var: "CNI_ARGS", reason: format!("{pair:?} is not KEY=VALUE") })?;
         out.insert(k.to_string(), v.to_string());
     }
     Ok(out)
@@ -238,14 +226,11 @@ impl NetConf {
     /// Parses stdin. Malformed JSON is code 6; a missing or unsupported
     /// `cniVersion` is code 1; a wrong-typed known field is code 7.
     pub fn parse(stdin: &[u8]) -> Result<Self, Error> {
-        let root: Value = serde_json::from_slice(stdin).map_err(|e| Error::Decode {
-            what: "network configuration on stdin",
-            reason: e.to_string(),
-        })?;
-        let obj = root.as_object().ok_or(Error::Decode {
-            what: "network configuration on stdin",
-            reason: "not a JSON object".into(),
-        })?;
+        let root: Value = serde_json::from_slice(stdin)
+            .map_err(|e| Error::Decode { what: "network configuration on stdin", reason: e.to_string() })?;
+        let obj = root
+            .as_object()
+            .ok_or(Error::Decode { what: "network configuration on stdin", reason: "not a JSON object".into() })?;
         let version = match obj.get("cniVersion") {
             Some(Value::String(v)) => CniVersion::parse(v)?,
             Some(_) => return Err(Error::config("cniVersion", "must be a string")),
@@ -255,10 +240,7 @@ impl NetConf {
             Some(Value::String(n)) if !n.is_empty() => n.clone(),
             _ => return Err(Error::config("name", "is required (the network name)")),
         };
-        let ipam = obj
-            .get("ipam")
-            .cloned()
-            .ok_or_else(|| Error::config("ipam", "is required"))?;
+        let ipam = obj.get("ipam").cloned().ok_or_else(|| Error::config("ipam", "is required"))?;
         let args_cni = match obj.get("args").and_then(|a| a.get("cni")) {
             None => Map::new(),
             Some(Value::Object(m)) => m.clone(),
@@ -266,18 +248,12 @@ impl NetConf {
         };
         let valid_attachments = match obj.get("cni.dev/valid-attachments") {
             None => None,
-            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
-                Error::config("cni.dev/valid-attachments", &e.to_string())
-            })?),
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|e| Error::config("cni.dev/valid-attachments", &e.to_string()))?,
+            ),
         };
-        Ok(Self {
-            version,
-            name,
-            ipam,
-            args_cni,
-            prev_result: obj.get("prevResult").cloned(),
-            valid_attachments,
-        })
+        Ok(Self { version, name, ipam, args_cni, prev_result: obj.get("prevResult").cloned(), valid_attachments })
     }
 
     /// Reads only `cniVersion`, for VERSION and for encoding early errors;
@@ -346,20 +322,15 @@ impl IpamResult {
 
     /// The addresses of a `prevResult` in any supported version; used by CHECK.
     pub fn addresses_of(prev: &Value) -> Result<Vec<IpNet>, Error> {
-        let ips = prev
-            .get("ips")
-            .and_then(Value::as_array)
-            .ok_or_else(|| Error::config("prevResult.ips", "is missing"))?;
+        let ips =
+            prev.get("ips").and_then(Value::as_array).ok_or_else(|| Error::config("prevResult.ips", "is missing"))?;
         ips.iter()
             .enumerate()
             .map(|(i, ip)| {
                 let field = format!("prevResult.ips[{i}].address");
-                let raw = ip
-                    .get("address")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| Error::config(&field, "is missing"))?;
-                raw.parse::<IpNet>()
-                    .map_err(|_| Error::config(&field, &format!("{raw:?} is not a CIDR address")))
+                let raw =
+                    ip.get("address").and_then(Value::as_str).ok_or_else(|| Error::config(&field, "is missing"))?;
+                raw.parse::<IpNet>().map_err(|_| Error::config(&field, &format!("{raw:?} is not a CIDR address")))
             })
             .collect()
     }
@@ -394,12 +365,8 @@ mod tests {
 
     #[test]
     fn add_needs_container_ifname_and_netns() {
-        let full = [
-            ("CNI_COMMAND", "ADD"),
-            ("CNI_CONTAINERID", "abc"),
-            ("CNI_IFNAME", "eth0"),
-            ("CNI_NETNS", "/run/netns/x"),
-        ];
+        let full =
+            [("CNI_COMMAND", "ADD"), ("CNI_CONTAINERID", "abc"), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/x")];
         assert!(Invocation::from_env(&env(&full)).is_ok());
         for missing in ["CNI_CONTAINERID", "CNI_IFNAME", "CNI_NETNS", "CNI_COMMAND"] {
             let partial: Vec<_> = full.iter().copied().filter(|(k, _)| *k != missing).collect();
@@ -437,10 +404,7 @@ mod tests {
     #[test]
     fn result_shape_follows_the_version() {
         let r = IpamResult {
-            ips: vec![IpConfig {
-                address: "10.0.0.2/24".parse().unwrap(),
-                gateway: Some("10.0.0.1".parse().unwrap()),
-            }],
+            ips: vec![IpConfig { address: "10.0.0.2/24".parse().unwrap(), gateway: Some("10.0.0.1".parse().unwrap()) }],
             routes: vec![Route { dst: "0.0.0.0/0".parse().unwrap(), gw: None }],
         };
         for v in SUPPORTED_VERSIONS {

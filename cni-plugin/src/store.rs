@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
 use kube::Client;
-use netendpoint_crd::{NetworkEndpoint, FIELD_CONTAINER_ID, FIELD_NODE, LABEL_POOL};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
+use netendpoint_crd::{FIELD_CONTAINER_ID, FIELD_NODE, LABEL_POOL, NetworkEndpoint};
 
 use crate::error::{Error, Result};
 
@@ -119,11 +119,7 @@ impl Store for KubeStore {
 
     async fn list_pool(&self, pool: &str) -> Result<PoolView> {
         let lp = ListParams::default().labels(&format!("{LABEL_POOL}={}", netendpoint_crd::label_value(pool)));
-        let list = self
-            .api
-            .list_metadata(&lp)
-            .await
-            .map_err(|e| Error::from_kube(format!("list pool {pool}"), e))?;
+        let list = self.api.list_metadata(&lp).await.map_err(|e| Error::from_kube(format!("list pool {pool}"), e))?;
         let entries = list
             .items
             .into_iter()
@@ -154,11 +150,8 @@ impl Store for KubeStore {
             while let Some(ev) = stream.next().await {
                 match ev {
                     Ok(WatchEvent::Deleted(m)) => {
-                        if let Some(ip) = m
-                            .metadata
-                            .name
-                            .as_deref()
-                            .and_then(|n| netendpoint_crd::parse_endpoint_name(pool, n))
+                        if let Some(ip) =
+                            m.metadata.name.as_deref().and_then(|n| netendpoint_crd::parse_endpoint_name(pool, n))
                         {
                             return Ok(Release::Freed(ip));
                         }

@@ -45,6 +45,7 @@ pub const REASON_POOL_EXHAUSTED: &str = "PoolExhausted";
 ///
 /// The object carries no ownerReference to the Pod: its lifecycle follows the
 /// sandbox (CNI ADD creates it, CNI DEL deletes it), not the Pod object.
+#[allow(clippy::duplicated_attributes)] // kube(...) repeats printcolumn/selectable by design
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
 #[kube(
     group = "netendpoint.dev",
@@ -320,21 +321,25 @@ mod tests {
         assert_eq!(crd.spec.scope, "Cluster");
         assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["nep".to_string()][..]));
         let v = &crd.spec.versions[0];
-        let fields: Vec<_> = v
-            .selectable_fields
-            .iter()
-            .flatten()
-            .map(|f| f.json_path.as_str())
-            .collect();
+        let fields: Vec<_> = v.selectable_fields.iter().flatten().map(|f| f.json_path.as_str()).collect();
         assert_eq!(fields, [".spec.containerID", ".spec.node"]);
-        let cols: Vec<_> = v
-            .additional_printer_columns
-            .iter()
-            .flatten()
-            .map(|c| c.name.as_str())
-            .collect();
+        let cols: Vec<_> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
         for want in ["IP", "Pod", "Node", "Interface", "Age", "Releasing-Since", "Finalizers"] {
             assert!(cols.contains(&want), "missing printer column {want}");
         }
+    }
+}
+
+#[cfg(test)]
+mod crd_file {
+    /// `deploy/crd.yaml` must be what `crdgen` prints; regenerate with `make crd`.
+    #[test]
+    fn committed_crd_yaml_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crd.yaml");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == super::crd_yaml().unwrap(),
+            "deploy/crd.yaml is stale: run `make crd` and commit the result"
+        );
     }
 }

@@ -1,0 +1,50 @@
+# netendpoint: see README.md. Every target installs what it needs on a fresh
+# machine (apt packages, Go-built test tools, the cargo build) and reuses the
+# Go and cargo caches on later runs.
+
+SHELL := /bin/bash
+TESTENV ?= $(CURDIR)/.testenv
+CARGO_TEST_THREADS ?= 2
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: all deps tools build crd lint test demo bench testenv-start testenv-stop clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+tools: deps
+	@scripts/tools.sh
+
+build: deps
+	cargo build --workspace --bins
+
+crd:
+	cargo run -q -p netendpoint-crd --bin crdgen > deploy/crd.yaml
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+# Runs all tests: unit tests, then integration tests against a real
+# kube-apiserver + etcd and the reference CNI plugins. The server is stopped
+# even when tests fail.
+test: tools build
+	@scripts/test.sh
+
+demo: tools build
+	@scripts/demo.sh
+
+bench: tools
+	@scripts/bench.sh
+
+testenv-start: tools
+	scripts/testenv.sh start $(TESTENV)
+
+testenv-stop:
+	scripts/testenv.sh stop $(TESTENV)
+
+clean:
+	cargo clean
+	rm -rf tests/bin $(TESTENV)

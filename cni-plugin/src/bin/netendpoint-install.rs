@@ -1,0 +1,2 @@
+//! Installer placeholder.
+fn main() {}

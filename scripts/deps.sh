@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the build and tests need and a fresh machine may lack:
+# iproute2 (network namespaces) from apt, and rustfmt/clippy. Go and cargo
+# themselves come with the machine image.
+set -euo pipefail
+missing=()
+command -v ip >/dev/null || missing+=(iproute2)
+command -v ss >/dev/null || missing+=(iproute2)
+command -v jq >/dev/null || missing+=(jq)
+command -v iptables >/dev/null || missing+=(iptables)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+for tool in go cargo; do
+  command -v "$tool" >/dev/null || { echo "$tool is required (it comes with the machine image)" >&2; exit 1; }
+done
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || echo "note: rustfmt/clippy unavailable; lint will be skipped" >&2
+fi

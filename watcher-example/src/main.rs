@@ -1,0 +1,2 @@
+//! Placeholder; see watcher-example/README.md.
+fn main() {}
