@@ -157,9 +157,9 @@ fn init_logging(log: &config::LogConfig) {
     });
     let level = log.level.clone().unwrap_or_else(|| if file.is_some() { "info" } else { "warn" }.to_string());
     let filter = EnvFilter::new(format!("netendpoint_cni={level},netendpoint={level},warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(false);
     let _ = match file {
-        Some(f) => builder.with_ansi(false).with_writer(std::sync::Mutex::new(f)).try_init(),
+        Some(f) => builder.with_writer(std::sync::Mutex::new(f)).try_init(),
         None => builder.with_writer(std::io::stderr).try_init(),
     };
 }

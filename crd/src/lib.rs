@@ -87,6 +87,7 @@ pub struct NetworkEndpointSpec {
     /// The leased address, in canonical text form (`10.244.0.17`, `fd00::11`).
     pub ip: String,
     /// Prefix length of the subnet the address belongs to.
+    #[schemars(schema_with = "prefix_length_schema")]
     pub prefix_length: u8,
     /// Gateway of the range, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +115,10 @@ pub struct PodRef {
     /// Pod UID (K8S_POD_UID), if known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
+}
+
+fn prefix_length_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": 128 })
 }
 
 impl NetworkEndpoint {
