@@ -12,10 +12,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use netendpoint_crd::{
-    LABEL_IP_FAMILY, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_POOL, NetworkEndpoint,
-    NetworkEndpointSpec, PodRef, endpoint_name, label_value,
+    GROUP, LABEL_IP_FAMILY, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_POOL,
+    NetworkEndpoint, NetworkEndpointSpec, PodRef, REASON_FORCED_RELEASE, REASON_POOL_EXHAUSTED, endpoint_name,
+    label_value,
 };
 use tracing::{debug, info, warn};
 
@@ -23,7 +26,7 @@ use crate::allocator::RangeSet;
 use crate::config::IpamConfig;
 use crate::error::{Error, Exhaustion, Result};
 use crate::protocol::{IpConfig, IpamResult, PodIdentity};
-use crate::store::{Claim, PoolView, Release, Store};
+use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
 
 /// Candidates tried by create alone before ADD lists the pool.
 pub const PROBES_BEFORE_LIST: usize = 3;
@@ -110,6 +113,9 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, curso
                 created.push(ep);
             }
             Err(e) => {
+                if let (Error::PoolExhausted(_), Some(pod)) = (&e, &who.pod) {
+                    store.record_event(pod_ref(pod), REASON_POOL_EXHAUSTED, e.to_string(), true).await;
+                }
                 return Err(match rollback(store, &created).await {
                     Ok(()) => e,
                     Err(r) => Error::Many(vec![e, r]),
@@ -201,6 +207,8 @@ async fn claim_one<S: Store>(
     let started = Instant::now();
     let deadline = started + conf.wait_for_release;
     let mut logged_wait = false;
+    let mut checked_vanished = false;
+    let mut rounds = 0;
     loop {
         let view = store.list_pool(&conf.pool).await?;
         let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
@@ -214,11 +222,59 @@ async fn claim_one<S: Store>(
                 return Ok(*ep);
             }
         }
-        // Nothing free in this set. Wait for a release in progress, if any.
-        let in_set: Vec<_> = view.entries.iter().filter(|e| set.is_usable(e.ip)).collect();
-        let releasing = in_set.iter().filter(|e| e.releasing_since.is_some()).count();
-        let now = Instant::now();
-        if releasing == 0 || now >= deadline {
+        // Nothing free in this set.
+        rounds += 1;
+        let in_set: Vec<&PoolEntry> = view.entries.iter().filter(|e| set.is_usable(e.ip)).collect();
+        let past_deadline = Instant::now() >= deadline;
+        let now = Timestamp::now().as_second();
+        let force_after = i64::try_from(conf.force_release_after.as_secs()).unwrap_or(i64::MAX);
+        let age = |e: &PoolEntry| e.releasing_since.as_ref().map_or(0, |t| now - t.0.as_second());
+        let (stuck, younger): (Vec<&PoolEntry>, Vec<&PoolEntry>) =
+            in_set.iter().copied().filter(|e| e.releasing_since.is_some()).partition(|e| age(e) >= force_after);
+
+        // Bounded release: take an IP whose finalizers outlived forceReleaseAfter,
+        // but only when no younger release can serve this ADD.
+        if let Some(victim) = stuck.iter().max_by_key(|e| age(e))
+            && (younger.is_empty() || past_deadline)
+            && rounds <= MAX_ROUNDS
+        {
+            if store.force_release(victim).await? {
+                warn!(
+                    ip = %victim.ip,
+                    finalizers = ?victim.finalizers,
+                    releasing_for_s = age(victim),
+                    "forced release: finalizers did not answer within forceReleaseAfter"
+                );
+                let note = format!(
+                    "IP {} of pool {} released by force after {}s: finalizers {:?} did not answer within forceReleaseAfter ({}s)",
+                    victim.ip,
+                    conf.pool,
+                    age(victim),
+                    victim.finalizers,
+                    conf.force_release_after.as_secs()
+                );
+                store.record_event(endpoint_ref(victim), REASON_FORCED_RELEASE, note.clone(), true).await;
+                if let Some(pod) = &who.pod {
+                    store.record_event(pod_ref(pod), REASON_FORCED_RELEASE, note, true).await;
+                }
+            }
+            if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, victim.ip)).await? {
+                info!(ip = %victim.ip, "claimed a force-released address");
+                return Ok(*ep);
+            }
+            continue;
+        }
+
+        // Leases of nodes that no longer exist are released when their IPs are needed.
+        if !checked_vanished {
+            checked_vanished = true;
+            if reclaim_vanished(store, who, &in_set).await? > 0 {
+                continue;
+            }
+        }
+
+        let releasing = younger.len() + stuck.len();
+        if releasing == 0 || past_deadline || rounds > MAX_ROUNDS {
             return Err(Error::PoolExhausted(Box::new(exhaustion(conf, set, &view, started.elapsed()))));
         }
         if !logged_wait {
@@ -232,19 +288,73 @@ async fn claim_one<S: Store>(
             );
             logged_wait = true;
         }
-        match store.wait_for_release(&conf.pool, &view.resource_version, deadline - now).await? {
+        // Wake up in time to force a stuck release once the younger ones had their chance.
+        let mut wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(secs) = younger.iter().map(|e| force_after.saturating_sub(age(e))).min() {
+            wait = wait.min(Duration::from_secs(u64::try_from(secs).unwrap_or(0) + 1));
+        }
+        match store.wait_for_release(&conf.pool, &view.resource_version, wait).await? {
             Release::Freed(ip) if set.is_usable(ip) => {
                 if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
                     info!(%ip, waited_ms = started.elapsed().as_millis() as u64, "claimed a just-released address");
                     return Ok(*ep);
                 }
             }
-            Release::Freed(_) | Release::Restart => {}
-            Release::TimedOut => {
-                let view = store.list_pool(&conf.pool).await?;
-                return Err(Error::PoolExhausted(Box::new(exhaustion(conf, set, &view, started.elapsed()))));
-            }
+            Release::Freed(_) | Release::Restart | Release::TimedOut => {}
         }
+    }
+}
+
+/// Rounds of list-and-try before an ADD gives up, whatever the deadline says.
+const MAX_ROUNDS: usize = 64;
+
+/// Requests release of live leases whose node object is gone. Only acts when
+/// the plugin's own node is registered, so that a node-name mismatch (e.g.
+/// hostname versus Node name) can never make live leases look orphaned.
+/// Finalizers are honoured as after DEL.
+async fn reclaim_vanished<S: Store>(store: &S, who: &Attachment, in_set: &[&PoolEntry]) -> Result<usize> {
+    if !in_set.iter().any(|e| e.releasing_since.is_none()) {
+        return Ok(0);
+    }
+    let nodes = match store.node_names().await {
+        Ok(n) => n,
+        Err(e) => {
+            debug!(error = %e, "cannot list nodes; not reclaiming leases of vanished nodes");
+            return Ok(0);
+        }
+    };
+    if !nodes.contains(&who.node) {
+        debug!(node = %who.node, "own node is not registered; not reclaiming leases of vanished nodes");
+        return Ok(0);
+    }
+    let known: std::collections::HashSet<String> = nodes.iter().map(|n| label_value(n)).collect();
+    let mut reclaimed = 0;
+    for e in in_set.iter().filter(|e| e.releasing_since.is_none() && !e.node.is_empty() && !known.contains(&e.node)) {
+        warn!(ip = %e.ip, node = %e.node, "node no longer exists: releasing its lease");
+        store.delete_entry(e).await?;
+        reclaimed += 1;
+    }
+    Ok(reclaimed)
+}
+
+fn endpoint_ref(e: &PoolEntry) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(format!("{GROUP}/v1alpha1")),
+        kind: Some("NetworkEndpoint".into()),
+        name: Some(e.name.clone()),
+        uid: Some(e.uid.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+fn pod_ref(pod: &PodIdentity) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(pod.namespace.clone()),
+        name: Some(pod.name.clone()),
+        uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
+        ..ObjectReference::default()
     }
 }
 

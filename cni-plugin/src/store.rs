@@ -6,14 +6,19 @@
 //! the object named after (pool, IP), so the API server's 409 AlreadyExists is
 //! the only lock there is.
 
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
-use netendpoint_crd::{FIELD_CONTAINER_ID, FIELD_NODE, LABEL_POOL, NetworkEndpoint};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use netendpoint_crd::{FIELD_CONTAINER_ID, FIELD_NODE, LABEL_NODE, LABEL_POOL, NetworkEndpoint};
+use tracing::warn;
 
 use crate::error::{Error, Result};
 
@@ -29,6 +34,14 @@ pub enum Claim {
 /// One lease of a pool, as seen by a metadata-only list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolEntry {
+    /// Object name.
+    pub name: String,
+    /// Object UID.
+    pub uid: String,
+    /// Object resourceVersion, the precondition of a forced release.
+    pub resource_version: String,
+    /// Node label value of the holder.
+    pub node: String,
     /// The leased address (parsed back from the object name).
     pub ip: IpAddr,
     /// Set once DEL requested the release; the lease waits on `finalizers`.
@@ -73,6 +86,16 @@ pub trait Store {
     async fn wait_for_release(&self, pool: &str, resource_version: &str, timeout: Duration) -> Result<Release>;
     /// Requests deletion of exactly this object (UID precondition). Already gone is success.
     async fn delete(&self, ep: &NetworkEndpoint) -> Result<()>;
+    /// Requests deletion of the lease `entry` (UID precondition). Already gone is success.
+    async fn delete_entry(&self, entry: &PoolEntry) -> Result<()>;
+    /// Removes every finalizer of the releasing lease `entry`, only if it is
+    /// unchanged since it was listed (resourceVersion precondition). Returns
+    /// false when another writer got there first.
+    async fn force_release(&self, entry: &PoolEntry) -> Result<bool>;
+    /// Names of the cluster's Node objects.
+    async fn node_names(&self) -> Result<HashSet<String>>;
+    /// Records a Kubernetes Event about `regarding`. Best effort: failures are logged.
+    async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
 }
 
 /// [`Store`] over the Kubernetes API.
@@ -126,6 +149,10 @@ impl Store for KubeStore {
             .filter_map(|m| {
                 let ip = netendpoint_crd::parse_endpoint_name(pool, m.metadata.name.as_deref()?)?;
                 Some(PoolEntry {
+                    name: m.metadata.name.clone().unwrap_or_default(),
+                    uid: m.metadata.uid.clone().unwrap_or_default(),
+                    resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
+                    node: m.metadata.labels.as_ref().and_then(|l| l.get(LABEL_NODE)).cloned().unwrap_or_default(),
                     ip,
                     releasing_since: m.metadata.deletion_timestamp,
                     finalizers: m.metadata.finalizers.unwrap_or_default(),
@@ -170,9 +197,56 @@ impl Store for KubeStore {
     }
 
     async fn delete(&self, ep: &NetworkEndpoint) -> Result<()> {
-        let name = ep.metadata.name.as_deref().unwrap_or_default();
+        self.delete_uid(ep.metadata.name.as_deref().unwrap_or_default(), ep.metadata.uid.clone()).await
+    }
+
+    async fn delete_entry(&self, entry: &PoolEntry) -> Result<()> {
+        self.delete_uid(&entry.name, Some(entry.uid.clone())).await
+    }
+
+    async fn force_release(&self, entry: &PoolEntry) -> Result<bool> {
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": entry.resource_version},
+            {"op": "test", "path": "/metadata/uid", "value": entry.uid},
+            {"op": "remove", "path": "/metadata/finalizers"},
+        ]))
+        .map_err(|e| Error::Decode { what: "forced-release patch", reason: e.to_string() })?;
+        match self.api.patch(&entry.name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+            Ok(_) => Ok(true),
+            // Gone, changed, or the test failed (422): someone else acted first.
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(e) => Err(Error::from_kube(format!("remove finalizers of {}", entry.name), e)),
+        }
+    }
+
+    async fn node_names(&self) -> Result<HashSet<String>> {
+        let nodes: Api<Node> = Api::all(self.api.clone().into_client());
+        let list = nodes.list_metadata(&ListParams::default()).await.map_err(|e| Error::from_kube("list nodes", e))?;
+        Ok(list.items.into_iter().filter_map(|n| n.metadata.name).collect())
+    }
+
+    async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool) {
+        let recorder = Recorder::new(
+            self.api.clone().into_client(),
+            Reporter { controller: "netendpoint-cni".into(), instance: None },
+        );
+        let ev = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.to_string(),
+            note: Some(note.chars().take(1000).collect()),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &regarding).await {
+            warn!(reason, error = %e, "cannot record event");
+        }
+    }
+}
+
+impl KubeStore {
+    async fn delete_uid(&self, name: &str, uid: Option<String>) -> Result<()> {
         let dp = DeleteParams {
-            preconditions: Some(Preconditions { uid: ep.metadata.uid.clone(), resource_version: None }),
+            preconditions: Some(Preconditions { uid, resource_version: None }),
             ..DeleteParams::default()
         };
         match self.api.delete(name, &dp).await {

@@ -1,0 +1,233 @@
+//! Lifecycle safety against the real API server: GC and STATUS (also through
+//! cnitool), bounded release of stuck finalizers, leases of vanished nodes,
+//! and STATUS/ADD with the CRD missing or the API server stopped.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::IpAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use netendpoint_crd::endpoint_name;
+use netendpoint_tests::{self as h, NetDir, Netns, invoke, ipam};
+use serde_json::{Value, json};
+
+const AGENT: &str = "test.netendpoint.dev/stuck-agent";
+
+fn conf(pool: &str, ranges: Value, extra: Value) -> Value {
+    let mut ipam = ipam(pool, ranges);
+    for (k, v) in extra.as_object().unwrap() {
+        ipam[k] = v.clone();
+    }
+    json!({"cniVersion": "1.1.0", "name": pool, "type": "netendpoint", "ipam": ipam})
+}
+
+fn env<'a>(cid: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![("CNI_CONTAINERID", cid), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/x")]
+}
+
+fn ip_of(result: &Value) -> IpAddr {
+    result["ips"][0]["address"].as_str().unwrap().split('/').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn gc_releases_only_this_nodes_stale_leases() {
+    let pool = h::unique("gc");
+    let here = conf(&pool, json!([[{"subnet": "10.72.0.0/24"}]]), json!({"nodeName": "gc-node"}));
+    let there = conf(&pool, json!([[{"subnet": "10.72.0.0/24"}]]), json!({"nodeName": "other-node"}));
+    for cid in ["keep", "stale-1", "stale-2"] {
+        assert!(invoke("ADD", &here, &env(cid)).0);
+    }
+    assert!(invoke("ADD", &there, &env("elsewhere")).0);
+
+    let mut gc = here.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "keep", "ifname": "eth0"}]);
+    let (ok, out, err) = invoke("GC", &gc, &[]);
+    assert!(ok, "{out} {err}");
+    let mut left: Vec<String> = h::pool_endpoints(&pool).await.into_iter().map(|e| e.spec.container_id).collect();
+    left.sort();
+    assert_eq!(left, ["elsewhere", "keep"], "stale leases of this node go; valid ones and other nodes' stay");
+
+    // cnitool gc passes no valid attachments: everything of this node goes, other nodes untouched.
+    let dir = NetDir::new(&here);
+    let netns = Netns::new("ne-gc");
+    let out = dir.cnitool("gc", &netns, &[]);
+    assert!(out.status.success(), "cnitool gc: {}", String::from_utf8_lossy(&out.stderr));
+    let left: Vec<String> = h::pool_endpoints(&pool).await.into_iter().map(|e| e.spec.container_id).collect();
+    assert_eq!(left, ["elsewhere"]);
+
+    // A GC on a node with no leases, with an empty list, succeeds.
+    let mut empty = conf(&pool, json!([[{"subnet": "10.72.0.0/24"}]]), json!({"nodeName": "empty-node"}));
+    empty["cni.dev/valid-attachments"] = json!([]);
+    assert!(invoke("GC", &empty, &[]).0);
+    h::cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn gc_honours_finalizers_like_del() {
+    let pool = h::unique("gcfin");
+    let c = conf(&pool, json!([[{"subnet": "10.73.0.0/24"}]]), json!({"nodeName": "gc-fin", "finalizers": [AGENT]}));
+    let (ok, r, _) = invoke("ADD", &c, &env("stale"));
+    assert!(ok);
+    let mut gc = c.clone();
+    gc["cni.dev/valid-attachments"] = json!([]);
+    assert!(invoke("GC", &gc, &[]).0);
+    let ep = h::endpoints().await.get(&endpoint_name(&pool, ip_of(&r))).await.unwrap();
+    assert!(ep.metadata.deletion_timestamp.is_some(), "GC requested the release");
+    assert_eq!(ep.metadata.finalizers.unwrap(), [AGENT], "and the finalizer still gates it");
+    h::cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn status_reports_ready_and_exhausted() {
+    let pool = h::unique("status");
+    let c = conf(
+        &pool,
+        json!([[{"subnet": "10.74.0.0/29", "rangeStart": "10.74.0.2", "rangeEnd": "10.74.0.2"}]]),
+        json!({}),
+    );
+    let dir = NetDir::new(&c);
+    let netns = Netns::new("ne-st");
+    let out = dir.cnitool("status", &netns, &[]);
+    assert!(out.status.success(), "healthy STATUS: {}", String::from_utf8_lossy(&out.stderr));
+
+    assert!(invoke("ADD", &c, &env("fills-pool")).0);
+    let (ok, out, _) = invoke("STATUS", &c, &[]);
+    assert!(!ok);
+    assert_eq!(out["code"], 50, "{out}");
+    assert!(out["msg"].as_str().unwrap().contains("exhausted"), "{out}");
+    let out = dir.cnitool("status", &netns, &[]);
+    assert!(!out.status.success(), "cnitool status must report the exhausted pool");
+    h::cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn stuck_finalizers_are_forced_only_when_old_and_needed() {
+    let pool = h::unique("force");
+    // Two usable IPs: .2 and .3.
+    let ranges = json!([[{"subnet": "10.75.0.0/29", "rangeStart": "10.75.0.2", "rangeEnd": "10.75.0.3"}]]);
+    let c = |wait: &str| {
+        conf(&pool, ranges.clone(), json!({"finalizers": [AGENT], "forceReleaseAfter": "2s", "waitForRelease": wait}))
+    };
+    let (_, a, _) = invoke("ADD", &c("0s"), &env("stuck-holder"));
+    let stuck_ip = ip_of(&a);
+    assert!(invoke("DEL", &c("0s"), &env("stuck-holder")).0);
+    let name = endpoint_name(&pool, stuck_ip);
+
+    // A free IP is available: it is taken, and the stuck one is left alone.
+    let (ok, b, e) = invoke("ADD", &c("0s"), &env("second"));
+    assert!(ok, "{e}");
+    assert_ne!(ip_of(&b), stuck_ip);
+    // Full now, and the release is younger than forceReleaseAfter: never forced.
+    let (ok, out, _) = invoke("ADD", &c("0s"), &env("too-early"));
+    assert!(!ok && out["code"] == 100, "{out}");
+    let held = h::endpoints().await.get(&name).await.unwrap();
+    assert_eq!(held.metadata.finalizers.unwrap(), [AGENT], "a young release is never forced");
+
+    // Once older than forceReleaseAfter, an ADD that needs the IP forces it: two race, one wins.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let conf_a = c("0s");
+    let conf_b = c("0s");
+    let ta = std::thread::spawn(move || invoke("ADD", &conf_a, &env("racer-a")));
+    let tb = std::thread::spawn(move || invoke("ADD", &conf_b, &env("racer-b")));
+    let (ra, rb) = (ta.join().unwrap(), tb.join().unwrap());
+    let winners: Vec<_> = [&ra, &rb].into_iter().filter(|r| r.0).collect();
+    assert_eq!(winners.len(), 1, "exactly one racer gets the stuck IP: {ra:?} {rb:?}");
+    assert_eq!(ip_of(&winners[0].1), stuck_ip);
+    let loser = if ra.0 { &rb } else { &ra };
+    assert_eq!(loser.1["code"], 100, "{loser:?}");
+
+    let now = h::endpoints().await.get(&name).await.unwrap();
+    assert!(now.spec.container_id.starts_with("racer-"));
+    assert!(now.metadata.deletion_timestamp.is_none());
+
+    let events: Api<Event> = Api::namespaced(h::client().await, "default");
+    let forced: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ForcedRelease"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
+        .collect();
+    assert!(!forced.is_empty(), "a ForcedRelease event names the endpoint");
+    assert!(forced[0].note.as_deref().unwrap().contains(AGENT), "the event names the finalizers: {:?}", forced[0].note);
+    h::cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn a_waiting_add_forces_a_release_once_it_becomes_stuck() {
+    let pool = h::unique("forcewait");
+    let ranges = json!([[{"subnet": "10.76.0.0/29", "rangeStart": "10.76.0.2", "rangeEnd": "10.76.0.2"}]]);
+    let c = conf(&pool, ranges, json!({"finalizers": [AGENT], "forceReleaseAfter": "2s", "waitForRelease": "15s"}));
+    let (_, a, _) = invoke("ADD", &c, &env("old"));
+    assert!(invoke("DEL", &c, &env("old")).0);
+    let (ok, b, e) = invoke("ADD", &c, &env("new"));
+    assert!(ok, "{e}");
+    assert_eq!(ip_of(&a), ip_of(&b));
+    h::cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn leases_of_vanished_nodes_are_reclaimed_when_needed() {
+    let pool = h::unique("vanish");
+    let live = h::unique("live-node");
+    let nodes: Api<Node> = Api::all(h::client().await);
+    let node = Node { metadata: ObjectMeta { name: Some(live.clone()), ..Default::default() }, ..Default::default() };
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+
+    let ranges = json!([[{"subnet": "10.77.0.0/29", "rangeStart": "10.77.0.2", "rangeEnd": "10.77.0.2"}]]);
+    let gone = conf(&pool, ranges.clone(), json!({"nodeName": "node-that-is-gone"}));
+    let here = conf(&pool, ranges, json!({"nodeName": live, "waitForRelease": "5s"}));
+    let (ok, a, _) = invoke("ADD", &gone, &env("orphan"));
+    assert!(ok);
+    let (ok, b, e) = invoke("ADD", &here, &env("needs-ip"));
+    assert!(ok, "the orphaned lease is reclaimed when its IP is needed: {e}");
+    assert_eq!(ip_of(&a), ip_of(&b));
+    let ep = h::endpoints().await.get(&endpoint_name(&pool, ip_of(&b))).await.unwrap();
+    assert_eq!(ep.spec.container_id, "needs-ip");
+    nodes.delete(&live, &DeleteParams::default()).await.unwrap();
+    h::cleanup_pool(&pool).await;
+}
+
+/// A private API server without the CRD, stopped half-way: STATUS and ADD
+/// report the CRD missing, then the API server unreachable.
+#[tokio::test]
+async fn status_and_add_without_crd_and_without_server() {
+    let dir = std::env::temp_dir().join(h::unique("bare-apiserver"));
+    let mut server = Command::new(h::repo_root().join("tests/bin/kube-testenv"))
+        .args(["serve", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready =
+        Command::new(h::repo_root().join("tests/bin/kube-testenv")).args(["wait", "--dir"]).arg(&dir).output().unwrap();
+    assert!(ready.status.success(), "private API server did not start");
+    let pool = h::unique("nocrd");
+    let mut c = conf(&pool, json!([[{"subnet": "10.78.0.0/24"}]]), json!({}));
+    c["ipam"]["kubeconfig"] = json!(dir.join("kubeconfig"));
+
+    let (ok, out, err) = invoke("STATUS", &c, &[]);
+    assert!(!ok && out["code"] == 50, "{out} {err}");
+    assert!(out["msg"].as_str().unwrap().contains("CRD"), "{out}");
+    let (ok, out, err) = invoke("ADD", &c, &env("no-crd"));
+    assert!(!ok && out["code"] == 103, "{out} {err}");
+    assert!(!err.contains("panicked"));
+
+    let _ = Command::new("kill").arg("-TERM").arg(server.id().to_string()).status();
+    let _ = server.wait();
+    let (ok, out, _) = invoke("STATUS", &c, &[]);
+    assert!(!ok && out["code"] == 50, "{out}");
+    assert!(out["msg"].as_str().unwrap().contains("unreachable"), "{out}");
+    let (ok, out, _) = invoke("ADD", &c, &env("no-server"));
+    assert!(!ok && out["code"] == 101, "{out}");
+    let (ok, out, _) = invoke("DEL", &c, &env("no-server"));
+    assert!(!ok && out["code"] == 101, "DEL with the API server down is an error the runtime retries: {out}");
+    let _ = std::fs::remove_dir_all(dir);
+}
