@@ -25,7 +25,7 @@ fn conf(pool: &str, ranges: Value, extra: Value) -> Value {
     json!({"cniVersion": "1.1.0", "name": pool, "type": "netendpoint", "ipam": ipam})
 }
 
-fn env<'a>(cid: &'a str) -> Vec<(&'a str, &'a str)> {
+fn env(cid: &str) -> Vec<(&str, &str)> {
     vec![("CNI_CONTAINERID", cid), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/x")]
 }
 
