@@ -459,7 +459,13 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(io::stderr).try_init();
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(io::stderr().is_terminal())
+        .with_writer(io::stderr)
+        .try_init();
 }
 
 /// Loops until SIGTERM or SIGINT.
@@ -506,7 +512,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            error!("{e}");
+            eprintln!("netendpoint-install: {e}");
             return ExitCode::from(2);
         }
     };

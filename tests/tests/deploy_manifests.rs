@@ -1,0 +1,446 @@
+//! The manifests in deploy/ against the real API server: they apply (server
+//! dry run, then for real), and each ServiceAccount can do exactly what its
+//! component needs, proven with real tokens minted by the TokenRequest API.
+
+#![allow(clippy::unwrap_used)]
+
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::core::ObjectMeta;
+use netendpoint_crd::{NetworkEndpoint, NetworkEndpointSpec};
+use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT};
+use serde_json::json;
+
+fn sa_user(name: &str) -> String {
+    format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{name}")
+}
+
+fn can_i(sa: &str, args: &[&str]) -> bool {
+    let user = sa_user(sa);
+    let mut full = vec!["auth", "can-i"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["--as", &user]);
+    let out = h::kubectl(&full);
+    let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(answer == "yes" || answer == "no", "can-i {args:?}: {answer} {}", String::from_utf8_lossy(&out.stderr));
+    answer == "yes"
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn kustomization_applies_with_server_dry_run_then_for_real() {
+    let deploy = h::repo_root().join("deploy");
+    let deploy = deploy.to_str().unwrap();
+
+    // The build itself: image overrides work, the examples are not resources.
+    let built = h::kubectl(&["kustomize", deploy]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let yaml = String::from_utf8(built.stdout).unwrap();
+    assert!(yaml.contains("image: ghcr.io/netendpoint/netendpoint:"), "image override of `netendpoint`");
+    assert!(yaml.contains("image: ghcr.io/netendpoint/netendpoint-watcher-example:"), "watcher image override");
+    assert!(!yaml.contains("NetworkAttachmentDefinition"), "examples must stay out of the kustomization");
+    let crd = std::fs::read_to_string(h::repo_root().join("deploy/crd.yaml")).unwrap();
+    assert!(yaml.contains("name: networkendpoints.netendpoint.dev") && crd.contains("kind: NetworkEndpoint"));
+
+    // An overlay overrides the images by the names the base resolves them to.
+    let overlay = h::TempDir::new("deploy-overlay");
+    // Kustomize wants a relative path to the base.
+    let base = format!("{}{}", "../".repeat(overlay.0.components().count() - 1), deploy.trim_start_matches('/'));
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "resources:\n  - {base}\nimages:\n  - name: ghcr.io/netendpoint/netendpoint\n    newName: registry.example.com/ne\n    newTag: dev\n  - name: ghcr.io/netendpoint/netendpoint-watcher-example\n    newName: registry.example.com/we\n    newTag: dev\n"
+        ),
+    )
+    .unwrap();
+    let built = h::kubectl(&["kustomize", overlay.0.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let yaml = String::from_utf8(built.stdout).unwrap();
+    assert!(yaml.contains("image: registry.example.com/ne:dev") && yaml.contains("image: registry.example.com/we:dev"));
+
+    // A server dry run validates every object (schemas, admission, PodSecurity,
+    // priority class). It cannot create objects in a namespace that does not
+    // exist yet, so the namespace goes first.
+    let ns = h::kubectl(&["apply", "-f", &format!("{deploy}/namespace.yaml")]);
+    assert!(ns.status.success(), "{}", stderr(&ns));
+    let dry = h::kubectl(&["apply", "--dry-run=server", "-k", deploy]);
+    assert!(dry.status.success(), "dry run: {}", stderr(&dry));
+    let dry_out = String::from_utf8_lossy(&dry.stdout);
+    for obj in ["daemonset.apps/netendpoint-installer", "daemonset.apps/netendpoint-watcher-example"] {
+        assert!(dry_out.contains(obj), "{obj} missing from: {dry_out}");
+    }
+    assert!(!stderr(&dry).contains("would violate PodSecurity"), "{}", stderr(&dry));
+
+    h::apply_deploy();
+    for obj in [
+        "namespace/netendpoint-system",
+        "serviceaccount/netendpoint-cni",
+        "serviceaccount/netendpoint-watcher-example",
+        "clusterrole/netendpoint-cni",
+        "clusterrolebinding/netendpoint-watcher-example",
+        "daemonset/netendpoint-installer",
+        "daemonset/netendpoint-watcher-example",
+    ] {
+        let out = h::kubectl(&["get", "-n", DEPLOY_NAMESPACE, obj, "-o", "name"]);
+        assert!(out.status.success(), "{obj}: {}", stderr(&out));
+    }
+    // The installer's token is projected with a lifetime the kubelet rotates.
+    let ds = h::kubectl(&["get", "-n", DEPLOY_NAMESPACE, "ds/netendpoint-installer", "-o", "json"]);
+    let ds: serde_json::Value = serde_json::from_slice(&ds.stdout).unwrap();
+    let spec = &ds["spec"]["template"]["spec"];
+    assert_eq!(spec["hostNetwork"], true);
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["serviceAccountName"], CNI_SERVICE_ACCOUNT);
+    let sources = spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "plugin-credentials").unwrap();
+    let token = &sources["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(token["expirationSeconds"], 3600);
+    assert_eq!(spec["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+}
+
+/// What each ServiceAccount must not do, per `kubectl auth can-i --as`.
+#[test]
+fn service_accounts_have_least_privilege() {
+    h::apply_deploy();
+    let nep = "networkendpoints.netendpoint.dev";
+    for verb in ["get", "list", "watch", "create", "delete", "patch"] {
+        assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, nep]), "plugin must {verb} NetworkEndpoints");
+    }
+    for (verb, res) in [
+        ("create", "events"),
+        ("patch", "events"),
+        ("create", "events.events.k8s.io"),
+        ("patch", "events.events.k8s.io"),
+        ("get", "nodes"),
+        ("list", "nodes"),
+    ] {
+        assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must {verb} {res}");
+    }
+    for verb in ["get", "list", "watch", "patch"] {
+        assert!(can_i(WATCHER_SERVICE_ACCOUNT, &[verb, nep]), "watcher must {verb} NetworkEndpoints");
+    }
+    for res in ["events", "events.events.k8s.io"] {
+        assert!(can_i(WATCHER_SERVICE_ACCOUNT, &["create", res, "-n", "default"]), "watcher must create {res}");
+    }
+
+    for sa in [CNI_SERVICE_ACCOUNT, WATCHER_SERVICE_ACCOUNT] {
+        for (verb, res) in [
+            ("get", "secrets"),
+            ("list", "secrets"),
+            ("create", "pods"),
+            ("update", "nodes"),
+            ("update", nep),
+            ("deletecollection", nep),
+            ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+        ] {
+            for ns in ["default", DEPLOY_NAMESPACE, "kube-system"] {
+                assert!(!can_i(sa, &[verb, res, "-n", ns]), "{sa} must not {verb} {res} in {ns}");
+            }
+        }
+    }
+    for verb in ["create", "delete"] {
+        assert!(!can_i(WATCHER_SERVICE_ACCOUNT, &[verb, nep]), "watcher must not {verb} NetworkEndpoints");
+    }
+    assert!(!can_i(WATCHER_SERVICE_ACCOUNT, &["get", "nodes"]), "watcher needs no nodes");
+}
+
+fn endpoint(name: &str, pool: &str, ip: &str, node: &str) -> NetworkEndpoint {
+    NetworkEndpoint {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(netendpoint_crd::LABEL_POOL.to_string(), netendpoint_crd::label_value(pool))].into()),
+            finalizers: Some(vec!["watcher.netendpoint.dev/rules".into()]),
+            ..ObjectMeta::default()
+        },
+        spec: NetworkEndpointSpec {
+            pool: pool.into(),
+            ip: ip.into(),
+            prefix_length: 24,
+            gateway: None,
+            if_name: "eth0".into(),
+            container_id: "ctr-watcher-rbac".into(),
+            node: node.into(),
+            pod: None,
+        },
+    }
+}
+
+fn assert_forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
+    match r {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{what}: {s:?}"),
+        other => panic!("{what} must be forbidden: {other:?}"),
+    }
+}
+
+/// The plugin's whole lifecycle (ADD, CHECK, STATUS, GC, DEL) with nothing but
+/// its own ServiceAccount's token; and that token is refused what it must not do.
+#[tokio::test]
+async fn plugin_runs_its_full_cycle_as_its_service_account() {
+    h::apply_deploy();
+    let dir = h::TempDir::new("deploy-rbac-cni");
+    let kc = dir.join("kubeconfig");
+    h::sa_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &kc, None);
+    let pool = h::unique("rbac-cni");
+    let node = h::unique("rbac-node");
+    let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.1.0/29"}]]));
+    ipam["kubeconfig"] = json!(kc);
+    ipam["nodeName"] = json!(node);
+    ipam["finalizers"] = json!([]);
+    let conf = json!({"cniVersion": "1.1.0", "name": pool, "ipam": ipam});
+    let env = |ctr: &'static str| vec![("CNI_CONTAINERID", ctr), ("CNI_IFNAME", "eth0")];
+
+    let (ok, add, err) = h::invoke("ADD", &conf, &env("ctr-rbac-1"));
+    assert!(ok, "ADD as {CNI_SERVICE_ACCOUNT}: {add} {err}");
+    let ip = add["ips"][0]["address"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("10.77.1."), "{add}");
+    assert_eq!(h::pool_endpoints(&pool).await.len(), 1);
+
+    let mut check = conf.clone();
+    check["prevResult"] = add.clone();
+    let (ok, out, err) = h::invoke("CHECK", &check, &env("ctr-rbac-1"));
+    assert!(ok, "CHECK: {out} {err}");
+
+    let (ok, out, err) = h::invoke("STATUS", &conf, &[]);
+    assert!(ok, "STATUS: {out} {err}");
+
+    // A second sandbox, then GC keeping only the first: the second is released.
+    let (ok, add2, err) = h::invoke("ADD", &conf, &env("ctr-rbac-2"));
+    assert!(ok, "second ADD: {add2} {err}");
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "ctr-rbac-1", "ifname": "eth0"}]);
+    let (ok, out, err) = h::invoke("GC", &gc, &[]);
+    assert!(ok, "GC: {out} {err}");
+    let left: Vec<_> = h::pool_endpoints(&pool).await.into_iter().map(|e| e.spec.container_id).collect();
+    assert_eq!(left, ["ctr-rbac-1"], "GC must release only the attachment not kept");
+
+    let (ok, out, err) = h::invoke("DEL", &check, &env("ctr-rbac-1"));
+    assert!(ok, "DEL: {out} {err}");
+    assert!(h::pool_endpoints(&pool).await.is_empty());
+    assert!(!err.contains("eyJ"), "a token leaked into stderr");
+
+    // Real calls the plugin's token must be refused.
+    let client = h::client_for(&kc).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "kube-system");
+    assert_forbidden("plugin lists Secrets", secrets.list(&ListParams::default()).await);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-probe"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    assert_forbidden("plugin creates a Pod", pods.create(&PostParams::default(), &pod).await);
+    let out = h::kubectl_with(&kc, &["get", "secrets", "-n", DEPLOY_NAMESPACE]);
+    assert!(!out.status.success() && stderr(&out).contains("Forbidden"), "{}", stderr(&out));
+}
+
+/// The watcher's token can watch and patch (remove its finalizer), and is
+/// refused creating endpoints, reading Secrets and creating Pods.
+#[tokio::test]
+async fn watcher_can_watch_and_ack_but_not_lease() {
+    h::apply_deploy();
+    let dir = h::TempDir::new("deploy-rbac-watcher");
+    let kc = dir.join("kubeconfig");
+    h::sa_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &kc, None);
+    let pool = h::unique("rbac-watch");
+    let node = h::unique("rbac-wnode");
+    let name = netendpoint_crd::endpoint_name(&pool, "10.77.2.5".parse().unwrap());
+    let ep = endpoint(&name, &pool, "10.77.2.5", &node);
+
+    let as_watcher: Api<NetworkEndpoint> = Api::all(h::client_for(&kc).await);
+    assert_forbidden("watcher creates a NetworkEndpoint", as_watcher.create(&PostParams::default(), &ep).await);
+
+    // The admin (standing in for the plugin) leases; the watcher sees it by node.
+    let admin = h::endpoints().await;
+    let created = admin.create(&PostParams::default(), &ep).await.unwrap();
+    let by_node = ListParams::default().fields(&format!("spec.node={node}"));
+    let listed = as_watcher.list(&by_node).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let got = as_watcher.get(&name).await.unwrap();
+    assert_eq!(got.metadata.uid, created.metadata.uid);
+
+    let wp = WatchParams::default().fields(&format!("spec.node={node}")).timeout(10);
+    let mut stream =
+        Box::pin(as_watcher.watch(&wp, listed.metadata.resource_version.as_deref().unwrap()).await.unwrap());
+    admin.delete(&name, &Default::default()).await.unwrap();
+    use futures::StreamExt;
+    let ev = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next()).await.unwrap().unwrap().unwrap();
+    assert!(matches!(ev, WatchEvent::Modified(ref o) if o.metadata.deletion_timestamp.is_some()), "{ev:?}");
+
+    // Ack: remove only its own finalizer with test + remove.
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers/0", "value": "watcher.netendpoint.dev/rules"},
+        {"op": "remove", "path": "/metadata/finalizers/0"},
+    ]))
+    .unwrap();
+    as_watcher.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await.unwrap();
+    for _ in 0..50 {
+        if admin.get_opt(&name).await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(admin.get_opt(&name).await.unwrap().is_none(), "the ack must release the endpoint");
+
+    let client = h::client_for(&kc).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, DEPLOY_NAMESPACE);
+    assert_forbidden("watcher reads a Secret", secrets.get("anything").await);
+    let out = h::kubectl_with(&kc, &["run", "rbac-probe", "--image=busybox", "-n", "default"]);
+    assert!(!out.status.success() && stderr(&out).contains("forbidden"), "{}", stderr(&out));
+    h::cleanup_pool(&pool).await;
+}
+
+/// Each example's IPAM section is accepted by the plugin, which leases from
+/// it (ADD then DEL, against the real server). The Multus example embeds its
+/// config as a string.
+#[test]
+fn examples_are_valid_netendpoint_configs() {
+    let examples = h::repo_root().join("deploy/examples");
+    let read = |f: &str| std::fs::read_to_string(examples.join(f)).unwrap();
+    let multus = read("multus-macvlan.yaml");
+    let embedded = multus.split("config: |").nth(1).unwrap();
+    let nad: serde_json::Value = serde_json::from_str(embedded).unwrap();
+    let cm = read("net-conf-configmap.yaml");
+    let cm_conf: serde_json::Value =
+        serde_json::from_str(cm.split("10-netendpoint.conflist: |").nth(1).unwrap()).unwrap();
+    let confs = [
+        (
+            "bridge-portmap.conflist",
+            serde_json::from_str::<serde_json::Value>(&read("bridge-portmap.conflist")).unwrap(),
+        ),
+        ("dual-stack.conflist", serde_json::from_str(&read("dual-stack.conflist")).unwrap()),
+        ("multus-macvlan.yaml", nad),
+        ("net-conf-configmap.yaml", cm_conf),
+    ];
+    for (file, conf) in confs {
+        let plugin = match conf.get("plugins") {
+            Some(p) => p.as_array().unwrap().iter().find(|p| p.get("ipam").is_some()).unwrap().clone(),
+            None => conf.clone(),
+        };
+        assert_eq!(plugin["ipam"]["type"], "netendpoint", "{file}");
+        let mut ipam = plugin["ipam"].clone();
+        let pool = h::unique("example");
+        ipam["pool"] = json!(pool);
+        ipam["kubeconfig"] = json!(h::kubeconfig());
+        ipam["nodeName"] = json!("node-examples");
+        ipam["dataDir"] = json!(std::env::temp_dir().join("netendpoint-test-data"));
+        if let Some(obj) = ipam.as_object_mut() {
+            obj.remove("log");
+            obj.remove("finalizers");
+        }
+        let run = json!({"cniVersion": conf["cniVersion"], "name": conf["name"], "ipam": ipam});
+        let ctr = h::unique("ctr-example");
+        let env = [("CNI_CONTAINERID", ctr.as_str())];
+        let (ok, res, err) = h::invoke("ADD", &run, &env);
+        assert!(ok, "{file}: {res} {err}");
+        let families = plugin["ipam"]["ranges"].as_array().unwrap().len();
+        assert_eq!(res["ips"].as_array().unwrap().len(), families, "{file}: one address per range set: {res}");
+        let (ok, res, err) = h::invoke("DEL", &run, &env);
+        assert!(ok, "{file} DEL: {res} {err}");
+    }
+}
+
+fn http_status(addr: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    buf.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The two components together, each with only its own ServiceAccount: the
+/// watcher-example binary runs with the exact args of its DaemonSet, the
+/// plugin leases with the watcher's finalizer, and after DEL the watcher's
+/// acknowledgement releases the IP. No call of either is refused.
+#[tokio::test]
+async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
+    h::apply_deploy();
+    let dir = h::TempDir::new("deploy-e2e");
+    let (plugin_kc, watcher_kc) = (dir.join("plugin.kubeconfig"), dir.join("watcher.kubeconfig"));
+    h::sa_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &plugin_kc, None);
+    h::sa_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &watcher_kc, None);
+    let node = h::unique("e2e-node");
+
+    let out = h::kubectl(&[
+        "get",
+        "ds",
+        "netendpoint-watcher-example",
+        "-n",
+        DEPLOY_NAMESPACE,
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].args}",
+    ]);
+    let ds_args: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let finalizer = ds_args.iter().find_map(|a| a.strip_prefix("--finalizer=")).unwrap().to_string();
+    let args: Vec<String> = ds_args
+        .iter()
+        .map(|a| {
+            if a.starts_with("--metrics-addr=") {
+                format!("--metrics-addr={addr}")
+            } else {
+                a.replace("$(NODE_NAME)", &node)
+            }
+        })
+        .collect();
+    let log_path = dir.join("watcher.log");
+    let bin = h::plugin_bin().with_file_name("watcher-example");
+    assert!(bin.exists(), "{} not built: run `cargo build --workspace --bins`", bin.display());
+    let mut watcher = std::process::Command::new(bin)
+        .env_clear()
+        .env("RUST_LOG", "info")
+        .args(&args)
+        .arg("--kubeconfig")
+        .arg(&watcher_kc)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut ready = false;
+    for _ in 0..150 {
+        if http_status(&addr, "/readyz") == Some(200) {
+            ready = true;
+            break;
+        }
+        assert!(
+            watcher.try_wait().unwrap().is_none(),
+            "watcher exited: {}",
+            std::fs::read_to_string(&log_path).unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ready, "watcher not ready: {}", std::fs::read_to_string(&log_path).unwrap());
+
+    let pool = h::unique("e2e");
+    let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.3.0/29"}]]));
+    ipam["kubeconfig"] = json!(plugin_kc);
+    ipam["nodeName"] = json!(node);
+    ipam["finalizers"] = json!([finalizer]);
+    let conf = json!({"cniVersion": "1.1.0", "name": pool, "ipam": ipam});
+    let env = [("CNI_CONTAINERID", "ctr-e2e-1")];
+    let (ok, add, err) = h::invoke("ADD", &conf, &env);
+    assert!(ok, "ADD: {add} {err}");
+    let eps = h::pool_endpoints(&pool).await;
+    assert_eq!(eps[0].metadata.finalizers.as_deref(), Some(&[finalizer.clone()][..]));
+    let (ok, out, err) = h::invoke("DEL", &conf, &env);
+    assert!(ok, "DEL: {out} {err}");
+    let mut gone = false;
+    for _ in 0..100 {
+        if h::pool_endpoints(&pool).await.is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = std::process::Command::new("kill").args(["-TERM", &watcher.id().to_string()]).status();
+    let _ = watcher.wait();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    if !gone {
+        h::cleanup_pool(&pool).await;
+    }
+    assert!(gone, "the watcher did not acknowledge the release: {log}");
+    assert!(!log.to_lowercase().contains("forbidden"), "watcher was refused a call: {log}");
+}
