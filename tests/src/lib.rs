@@ -254,3 +254,397 @@ pub fn ipam(pool: &str, ranges: serde_json::Value) -> serde_json::Value {
         "waitForRelease": "3s",
     })
 }
+
+// ---- deploy/ helpers (manifests, ServiceAccount identities, the installer) ----
+
+/// Namespace of the manifests in deploy/.
+pub const DEPLOY_NAMESPACE: &str = "netendpoint-system";
+/// ServiceAccount of the CNI plugin (and of the installer pod that projects its token).
+pub const CNI_SERVICE_ACCOUNT: &str = "netendpoint-cni";
+/// ServiceAccount of the watcher-example agent.
+pub const WATCHER_SERVICE_ACCOUNT: &str = "netendpoint-watcher-example";
+
+/// `kubectl` authenticating with `kubeconfig` instead of the admin one.
+pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
+    let bin = repo_root().join("tests/bin/kubectl");
+    Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap()
+}
+
+/// Applies `kubectl apply -k deploy/` once per test process (the namespace
+/// first, since a server-side dry run cannot create objects in a namespace
+/// that does not exist yet), then waits until RBAC grants the plugin
+/// ServiceAccount its verbs.
+pub fn apply_deploy() {
+    static APPLIED: std::sync::Once = std::sync::Once::new();
+    APPLIED.call_once(|| {
+        let root = repo_root();
+        let ns = root.join("deploy/namespace.yaml");
+        let out = kubectl(&["apply", "-f", ns.to_str().unwrap()]);
+        assert!(out.status.success(), "apply namespace: {}", String::from_utf8_lossy(&out.stderr));
+        let dir = root.join("deploy");
+        let out = kubectl(&["apply", "-k", dir.to_str().unwrap()]);
+        assert!(out.status.success(), "apply -k deploy/: {}", String::from_utf8_lossy(&out.stderr));
+        let sa = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{CNI_SERVICE_ACCOUNT}");
+        for _ in 0..100 {
+            let out = kubectl(&["auth", "can-i", "create", "networkendpoints.netendpoint.dev", "--as", &sa]);
+            if out.status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("RBAC for {sa} did not take effect");
+    });
+}
+
+/// Mints a token for ServiceAccount `ns/name` with the TokenRequest API and
+/// writes a kubeconfig using it to `out`; with `token_out`, also the bare token.
+pub fn sa_kubeconfig(ns: &str, name: &str, out: &Path, token_out: Option<&Path>) {
+    let mut cmd = Command::new(repo_root().join("tests/bin/kube-testenv"));
+    cmd.args(["sa-kubeconfig", "--dir"]).arg(testenv_dir()).args(["--namespace", ns, "--name", name, "--out"]).arg(out);
+    if let Some(t) = token_out {
+        cmd.arg("--token-out").arg(t);
+    }
+    let res = cmd.output().unwrap();
+    assert!(res.status.success(), "sa-kubeconfig {ns}/{name}: {}", String::from_utf8_lossy(&res.stderr));
+}
+
+/// Mints only a bare token for ServiceAccount `ns/name` into `token_out`.
+pub fn sa_token(ns: &str, name: &str, token_out: &Path) {
+    let mut cmd = Command::new(repo_root().join("tests/bin/kube-testenv"));
+    cmd.args(["sa-kubeconfig", "--dir"]).arg(testenv_dir()).args(["--namespace", ns, "--name", name, "--token-out"]);
+    let res = cmd.arg(token_out).output().unwrap();
+    assert!(res.status.success(), "token for {ns}/{name}: {}", String::from_utf8_lossy(&res.stderr));
+}
+
+/// The installer binary under test (`netendpoint-install`, next to the plugin).
+pub fn installer_bin() -> PathBuf {
+    let p = plugin_bin().with_file_name("netendpoint-install");
+    assert!(p.exists(), "{} not built: run `cargo build --workspace --bins`", p.display());
+    p
+}
+
+/// The test API server's URL and CA bundle (PEM), read from the admin kubeconfig.
+pub fn server_and_ca() -> (String, Vec<u8>) {
+    let server = kubectl(&["config", "view", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"]);
+    let ca_path = testenv_dir().join("pki/ca.crt");
+    (String::from_utf8(server.stdout).unwrap(), std::fs::read(&ca_path).unwrap())
+}
+
+/// A fresh, empty temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// Creates `$TMPDIR/<unique(prefix)>`.
+    pub fn new(prefix: &str) -> Self {
+        let d = std::env::temp_dir().join(unique(prefix));
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+
+    /// `self/rel`.
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// watcher-example helpers: run the reference agent as a separate process, and
+// drive sandboxes through the plugin binary like a runtime does.
+// ---------------------------------------------------------------------------
+
+/// The `watcher-example` agent binary (built by `cargo build --workspace --bins`).
+pub fn agent_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("NETENDPOINT_AGENT") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from);
+    let p = target.join("debug").join("watcher-example");
+    assert!(p.exists(), "{} not built: run `cargo build --workspace --bins` (make test does)", p.display());
+    p
+}
+
+/// How to start an agent.
+#[derive(Clone, Debug)]
+pub struct AgentOpts {
+    /// `--node`.
+    pub node: String,
+    /// `--finalizer`, or `None` for `--no-finalizer`.
+    pub finalizer: Option<String>,
+    /// `--naive-ip-keyed`.
+    pub naive: bool,
+    /// `--teardown-delay`, e.g. `0ms..30ms`.
+    pub delay: String,
+    /// `memory` (default) or `linux`.
+    pub dataplane: String,
+    /// `--netns` for the linux dataplane.
+    pub netns: Option<String>,
+    /// Extra flags.
+    pub extra: Vec<String>,
+}
+
+impl AgentOpts {
+    /// A memory-table agent for `node` holding `finalizer`, with no delay.
+    pub fn new(node: &str, finalizer: Option<&str>) -> Self {
+        Self {
+            node: node.into(),
+            finalizer: finalizer.map(String::from),
+            naive: false,
+            delay: "0ms".into(),
+            dataplane: "memory".into(),
+            netns: None,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// A running agent process with its own state directory (state file, event
+/// log, log). Killed on drop; the directory is kept for a restart.
+pub struct AgentProc {
+    /// The process.
+    pub child: std::process::Child,
+    /// Port of /metrics, /healthz, /readyz, /rules.
+    pub port: u16,
+    /// State file, event log (`events.jsonl`) and stderr log (`agent.log`).
+    pub dir: PathBuf,
+    /// How it was started.
+    pub opts: AgentOpts,
+}
+
+impl AgentProc {
+    /// Starts an agent in a fresh directory and waits until it is ready.
+    pub fn start(opts: AgentOpts) -> Self {
+        let dir = std::env::temp_dir().join(unique(&format!("agent-{}", opts.node)));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self::start_in(opts, dir)
+    }
+
+    /// Starts an agent in `dir` (reusing its state and event log, as a restart does).
+    pub fn start_in(opts: AgentOpts, dir: PathBuf) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.log")).unwrap();
+        let mut cmd = Command::new(agent_bin());
+        cmd.arg("--node")
+            .arg(&opts.node)
+            .arg("--kubeconfig")
+            .arg(kubeconfig())
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--dataplane")
+            .arg(&opts.dataplane)
+            .arg("--state-file")
+            .arg(dir.join("state.json"))
+            .arg("--event-log")
+            .arg(dir.join("events.jsonl"))
+            .arg("--teardown-delay")
+            .arg(&opts.delay)
+            .args(&opts.extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        match &opts.finalizer {
+            Some(f) => cmd.arg("--finalizer").arg(f),
+            None => cmd.arg("--no-finalizer"),
+        };
+        if opts.naive {
+            cmd.arg("--naive-ip-keyed");
+        }
+        if let Some(ns) = &opts.netns {
+            cmd.arg("--netns").arg(ns);
+        }
+        let child = cmd.spawn().unwrap();
+        let mut agent = Self { child, port, dir, opts };
+        agent.wait_ready();
+        agent
+    }
+
+    fn wait_ready(&mut self) {
+        for _ in 0..300 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("agent exited with {status} before it was ready; log:\n{}", self.log());
+            }
+            if self.get("/readyz").is_some_and(|(code, _)| code == 200) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("agent not ready after 30 s; log:\n{}", self.log());
+    }
+
+    /// SIGKILLs the agent (no graceful shutdown), keeping its directory.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills this agent and starts a new process on the same state.
+    pub fn restart(mut self) -> Self {
+        self.kill();
+        let (opts, dir) = (self.opts.clone(), self.dir.clone());
+        Self::start_in(opts, dir)
+    }
+
+    /// `GET path` → (status, body), or `None` if the agent does not answer.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: agent\r\n\r\n").as_bytes()).ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+        let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((code, body))
+    }
+
+    /// The agent's table, IP → UID (from `/rules`).
+    pub fn rules(&self) -> std::collections::BTreeMap<String, String> {
+        let (code, body) = self.get("/rules").expect("agent answers /rules");
+        assert_eq!(code, 200, "{body}");
+        let rules: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+        rules.iter().map(|r| (r["ip"].as_str().unwrap().to_string(), r["uid"].as_str().unwrap().to_string())).collect()
+    }
+
+    /// `/metrics` text.
+    pub fn metrics(&self) -> String {
+        self.get("/metrics").expect("agent answers /metrics").1
+    }
+
+    /// The value of an unlabelled metric.
+    pub fn metric(&self, name: &str) -> f64 {
+        let text = self.metrics();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("metric {name} missing:\n{text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// The event log written so far.
+    pub fn events(&self) -> Vec<watcher_example::eventlog::Record> {
+        watcher_example::eventlog::read(&self.dir.join("events.jsonl")).unwrap_or_default()
+    }
+
+    /// The agent's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A network config for `pool` (one range, e.g. `{"subnet": "10.1.0.0/29"}`)
+/// on `node` holding `finalizers`, waiting up to `wait_for_release` for a
+/// release in a full pool.
+pub fn agent_net_conf(
+    pool: &str,
+    range: serde_json::Value,
+    node: &str,
+    finalizers: &[&str],
+    wait_for_release: &str,
+) -> serde_json::Value {
+    let mut ipam = ipam(pool, serde_json::json!([[range]]));
+    ipam["nodeName"] = node.into();
+    ipam["finalizers"] = serde_json::json!(finalizers);
+    ipam["waitForRelease"] = wait_for_release.into();
+    ipam["dataDir"] = std::env::temp_dir().join("netendpoint-test-data").join(node).display().to_string().into();
+    serde_json::json!({"cniVersion": "1.0.0", "name": "net", "ipam": ipam})
+}
+
+/// The outcome of [`cni_add_retrying`].
+#[derive(Clone, Debug)]
+pub struct Added {
+    /// The IP the sandbox got.
+    pub ip: String,
+    /// ADDs that failed (pool full with no release in progress yet) before success.
+    pub retries: u32,
+}
+
+/// CNI ADD of sandbox `container` (pod `pod`) through the plugin binary. A
+/// failure is retried after a pause, like kubelet retrying sandbox creation,
+/// up to `max_tries`; the last failure panics with the plugin's error.
+pub fn cni_add_retrying(conf: &serde_json::Value, container: &str, pod: &str, max_tries: u32) -> Added {
+    let args = format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={pod};K8S_POD_UID=uid-{container}");
+    let mut last = String::new();
+    for attempt in 0..max_tries {
+        let (ok, out, err) =
+            invoke("ADD", conf, &[("CNI_CONTAINERID", container), ("CNI_IFNAME", "eth0"), ("CNI_ARGS", &args)]);
+        if ok {
+            let addr = out["ips"][0]["address"].as_str().unwrap();
+            let ip = addr.split('/').next().unwrap().to_string();
+            return Added { ip, retries: attempt };
+        }
+        last = format!("stdout {out} stderr {err}");
+        std::thread::sleep(Duration::from_millis(20 + 10 * u64::from(attempt.min(10))));
+    }
+    panic!("ADD {container} failed {max_tries} times; last: {last}");
+}
+
+/// CNI DEL of sandbox `container` through the plugin binary. Panics on failure.
+pub fn cni_del(conf: &serde_json::Value, container: &str) {
+    let (ok, out, err) = invoke("DEL", conf, &[("CNI_CONTAINERID", container), ("CNI_IFNAME", "eth0")]);
+    assert!(ok, "DEL {container}: stdout {out} stderr {err}");
+}
+
+/// The endpoints of `pool`, IP → (UID, releasing).
+pub async fn pool_state(pool: &str) -> std::collections::BTreeMap<String, (String, bool)> {
+    pool_endpoints(pool)
+        .await
+        .into_iter()
+        .map(|e| {
+            let releasing = e.is_releasing();
+            (e.spec.ip, (e.metadata.uid.unwrap_or_default(), releasing))
+        })
+        .collect()
+}
+
+/// Waits (bounded) until no endpoint of `pools` is releasing and `agent`'s
+/// table holds exactly the live endpoints (IP → UID) of `pools`. Panics with
+/// both views otherwise.
+pub async fn wait_converged(agent: &AgentProc, pools: &[&str], what: &str) {
+    let mut last = String::new();
+    for _ in 0..300 {
+        let mut live = std::collections::BTreeMap::new();
+        let mut releasing = 0;
+        for pool in pools {
+            for (ip, (uid, rel)) in pool_state(pool).await {
+                if rel {
+                    releasing += 1;
+                } else {
+                    live.insert(ip, uid);
+                }
+            }
+        }
+        let rules = agent.rules();
+        if releasing == 0 && rules == live {
+            return;
+        }
+        last = format!("releasing={releasing}\nendpoints={live:?}\nrules    ={rules:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: agent {} did not converge within 30 s:\n{last}\nlog tail:\n{}", agent.opts.node, {
+        let log = agent.log();
+        log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    });
+}
+
+impl AgentProc {
+    /// Number of rules in the agent's persisted state file (readable while it is down).
+    pub fn rules_from_state_file(&self) -> usize {
+        std::fs::read(self.dir.join("state.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<serde_json::Value>>(&b).ok())
+            .map_or(0, |v| v.len())
+    }
+}
