@@ -111,13 +111,41 @@ pub fn unique(prefix: &str) -> String {
 
 /// The `netendpoint` plugin binary under test.
 pub fn plugin_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("NETENDPOINT_PLUGIN") {
+    built_bin("NETENDPOINT_PLUGIN", "netendpoint")
+}
+
+/// A workspace binary: `$override_var` if set, else `<target>/debug/<name>`.
+pub fn built_bin(override_var: &str, name: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(override_var) {
         return PathBuf::from(p);
     }
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from);
-    let p = target.join("debug").join("netendpoint");
+    let p = target.join("debug").join(name);
     assert!(p.exists(), "{} not built: run `cargo build --workspace --bins` (make test does)", p.display());
     p
+}
+
+/// A lease object for `ip` in `pool`, named as the plugin names it, for tests that write leases directly.
+pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&str]) -> NetworkEndpoint {
+    use netendpoint_crd::{NetworkEndpointSpec, PodRef};
+    NetworkEndpoint {
+        metadata: kube::api::ObjectMeta {
+            name: Some(netendpoint_crd::endpoint_name(pool, ip.parse().unwrap())),
+            labels: Some([(netendpoint_crd::LABEL_POOL.to_string(), netendpoint_crd::label_value(pool))].into()),
+            finalizers: Some(finalizers.iter().map(|f| f.to_string()).collect()),
+            ..Default::default()
+        },
+        spec: NetworkEndpointSpec {
+            pool: pool.into(),
+            ip: ip.into(),
+            prefix_length: 24,
+            gateway: None,
+            if_name: "eth0".into(),
+            container_id: container.into(),
+            node: node.into(),
+            pod: Some(PodRef { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() }),
+        },
+    }
 }
 
 /// Directory holding the reference CNI plugins and cnitool.
@@ -318,9 +346,7 @@ pub fn sa_token(ns: &str, name: &str, token_out: &Path) {
 
 /// The installer binary under test (`netendpoint-install`, next to the plugin).
 pub fn installer_bin() -> PathBuf {
-    let p = plugin_bin().with_file_name("netendpoint-install");
-    assert!(p.exists(), "{} not built: run `cargo build --workspace --bins`", p.display());
-    p
+    built_bin("NETENDPOINT_INSTALLER", "netendpoint-install")
 }
 
 /// The test API server's URL and CA bundle (PEM), read from the admin kubeconfig.
@@ -360,13 +386,7 @@ impl Drop for TempDir {
 
 /// The `watcher-example` agent binary (built by `cargo build --workspace --bins`).
 pub fn agent_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("NETENDPOINT_AGENT") {
-        return PathBuf::from(p);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from);
-    let p = target.join("debug").join("watcher-example");
-    assert!(p.exists(), "{} not built: run `cargo build --workspace --bins` (make test does)", p.display());
-    p
+    built_bin("NETENDPOINT_AGENT", "watcher-example")
 }
 
 /// How to start an agent.

@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ObjectMeta;
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointSpec};
+use netendpoint_crd::NetworkEndpoint;
 use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT};
 use serde_json::json;
 
@@ -145,27 +144,6 @@ fn service_accounts_have_least_privilege() {
     assert!(!can_i(WATCHER_SERVICE_ACCOUNT, &["get", "nodes"]), "watcher needs no nodes");
 }
 
-fn endpoint(name: &str, pool: &str, ip: &str, node: &str) -> NetworkEndpoint {
-    NetworkEndpoint {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([(netendpoint_crd::LABEL_POOL.to_string(), netendpoint_crd::label_value(pool))].into()),
-            finalizers: Some(vec!["watcher.netendpoint.dev/rules".into()]),
-            ..ObjectMeta::default()
-        },
-        spec: NetworkEndpointSpec {
-            pool: pool.into(),
-            ip: ip.into(),
-            prefix_length: 24,
-            gateway: None,
-            if_name: "eth0".into(),
-            container_id: "ctr-watcher-rbac".into(),
-            node: node.into(),
-            pod: None,
-        },
-    }
-}
-
 fn assert_forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
     match r {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{what}: {s:?}"),
@@ -244,8 +222,8 @@ async fn watcher_can_watch_and_ack_but_not_lease() {
     h::sa_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &kc, None);
     let pool = h::unique("rbac-watch");
     let node = h::unique("rbac-wnode");
-    let name = netendpoint_crd::endpoint_name(&pool, "10.77.2.5".parse().unwrap());
-    let ep = endpoint(&name, &pool, "10.77.2.5", &node);
+    let ep = h::lease(&pool, "10.77.2.5", "ctr-watcher-rbac", &node, &["watcher.netendpoint.dev/rules"]);
+    let name = ep.metadata.name.clone().unwrap();
 
     let as_watcher: Api<NetworkEndpoint> = Api::all(h::client_for(&kc).await);
     assert_forbidden("watcher creates a NetworkEndpoint", as_watcher.create(&PostParams::default(), &ep).await);

@@ -8,29 +8,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ObjectMeta;
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointSpec, PodRef, endpoint_name, label_value};
+use netendpoint_crd::{NetworkEndpoint, endpoint_name, label_value};
 use netendpoint_tests as h;
 
 fn endpoint(pool: &str, ip: &str, container: &str, finalizers: &[&str]) -> NetworkEndpoint {
-    NetworkEndpoint {
-        metadata: ObjectMeta {
-            name: Some(endpoint_name(pool, ip.parse().unwrap())),
-            labels: Some([(netendpoint_crd::LABEL_POOL.to_string(), label_value(pool))].into()),
-            finalizers: Some(finalizers.iter().map(|f| f.to_string()).collect()),
-            ..ObjectMeta::default()
-        },
-        spec: NetworkEndpointSpec {
-            pool: pool.into(),
-            ip: ip.into(),
-            prefix_length: 24,
-            gateway: None,
-            if_name: "eth0".into(),
-            container_id: container.into(),
-            node: "node-a".into(),
-            pod: Some(PodRef { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() }),
-        },
-    }
+    h::lease(pool, ip, container, "node-a", finalizers)
 }
 
 #[test]
