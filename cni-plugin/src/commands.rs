@@ -1,10 +1,11 @@
 //! ADD, DEL and CHECK over any [`Store`].
 //!
-//! The common ADD path costs two API calls: one list of the sandbox's leases
-//! (a field selector on `spec.containerID`, for idempotence) and one create at
-//! the next round-robin candidate. Only when a few candidates in a row are
-//! taken does ADD list the pool (metadata only) to pick from what is free, and
-//! only when nothing is free does it watch for a release.
+//! The common ADD path costs one API call: the create at the next round-robin
+//! candidate. A repeated ADD is recognised from the node's record of the
+//! attachment ([`LocalState`]) and confirmed with a GET by name. Only when
+//! several candidates in a row are taken does ADD list the pool (metadata
+//! only) to pick from what is free, and only when nothing is free does it
+//! watch for a release.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -29,7 +30,7 @@ use crate::protocol::{IpConfig, IpamResult, PodIdentity};
 use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
 
 /// Candidates tried by create alone before ADD lists the pool.
-pub const PROBES_BEFORE_LIST: usize = 3;
+pub const PROBES_BEFORE_LIST: usize = 6;
 
 /// Who is asking: the attachment and its Pod.
 #[derive(Debug, Clone)]
@@ -44,15 +45,19 @@ pub struct Attachment {
     pub pod: Option<PodIdentity>,
 }
 
-/// The per-node round-robin cursor: the last address this node allocated in
-/// each range set, kept as a hint in a local file (like host-local's
-/// `last_reserved_ip`). Losing it only changes where the next search starts.
+/// Node-local state under `dataDir/<pool>/`, like host-local's store:
+/// - the round-robin cursor, the last address this node allocated in each
+///   range set (`last_reserved_ip.<set>`): a hint, losing it only changes
+///   where the next search starts;
+/// - a record of the leases of each attachment (`attachments/<id>_<ifname>`),
+///   so that ADD learns whether it is a repeat without a cluster-wide query.
+///   An attachment's ADDs always run on its own node.
 #[derive(Debug, Clone)]
-pub struct Cursor {
+pub struct LocalState {
     dir: Option<PathBuf>,
 }
 
-impl Cursor {
+impl LocalState {
     /// A cursor kept under `data_dir/<pool>/`.
     pub fn new(data_dir: &std::path::Path, pool: &str) -> Self {
         Self { dir: Some(data_dir.join(pool)) }
@@ -67,9 +72,81 @@ impl Cursor {
         self.dir.as_ref().map(|d| d.join(format!("last_reserved_ip.{set}")))
     }
 
+    fn record_path(&self, container_id: &str, if_name: &str) -> Option<PathBuf> {
+        let clean = |s: &str| -> String {
+            s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') { c } else { '_' }).collect()
+        };
+        self.dir.as_ref().map(|d| d.join("attachments").join(format!("{}_{}", clean(container_id), clean(if_name))))
+    }
+
+    /// The (name, UID) of the leases recorded for an attachment by an earlier ADD on this node.
+    pub fn recorded(&self, container_id: &str, if_name: &str) -> Vec<(String, String)> {
+        self.record_path(container_id, if_name)
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Records the leases of an attachment. Failures are logged, not returned:
+    /// without a record a repeated ADD is simply not recognised as one.
+    pub fn record(&self, container_id: &str, if_name: &str, leases: &[NetworkEndpoint]) {
+        let Some(path) = self.record_path(container_id, if_name) else { return };
+        let pairs: Vec<(String, String)> = leases
+            .iter()
+            .map(|ep| (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default()))
+            .collect();
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        let res = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, serde_json::to_vec(&pairs).unwrap_or_default()))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = res {
+            debug!(path = %path.display(), error = %e, "cannot record the attachment's leases");
+        }
+    }
+
+    /// Forgets an attachment (DEL).
+    pub fn forget(&self, container_id: &str, if_name: &str) {
+        if let Some(p) = self.record_path(container_id, if_name) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
     /// The last address allocated in range set `set`, if known.
     pub fn load(&self, set: usize) -> Option<IpAddr> {
         std::fs::read_to_string(self.path(set)?).ok()?.trim().parse().ok()
+    }
+
+    /// Returns the cursor of range set `i` and, under an exclusive file lock,
+    /// advances it past the first candidate, so that concurrent ADDs on this
+    /// node start at different addresses instead of racing for the same one.
+    /// Falls back to a plain read when the file cannot be locked.
+    pub fn reserve(&self, i: usize, set: &RangeSet) -> Option<IpAddr> {
+        use std::io::{Read, Seek, Write};
+        let path = self.path(i)?;
+        let locked = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path))
+            .and_then(|f| f.lock().map(|()| f));
+        let mut file = match locked {
+            Ok(f) => f,
+            Err(e) => {
+                debug!(path = %path.display(), error = %e, "cannot lock round-robin cursor");
+                return self.load(i);
+            }
+        };
+        let mut text = String::new();
+        let last: Option<IpAddr> = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
+        if let Some(next) = set.candidates(last).next() {
+            let res =
+                file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(next.to_string().as_bytes()));
+            if let Err(e) = res {
+                debug!(path = %path.display(), error = %e, "cannot advance round-robin cursor");
+            }
+        }
+        last
     }
 
     /// Records `ip` as the last allocation in `set`. Failures are logged, not returned.
@@ -88,13 +165,20 @@ impl Cursor {
 }
 
 /// CNI ADD: one lease per range set for the attachment, all or nothing.
-pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, cursor: &Cursor) -> Result<IpamResult> {
-    let existing: Vec<NetworkEndpoint> = store
-        .find_by_container(&who.container_id)
-        .await?
-        .into_iter()
-        .filter(|ep| ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool && !ep.is_releasing())
-        .collect();
+pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, cursor: &LocalState) -> Result<IpamResult> {
+    // A repeated ADD is recognised from this node's record and checked with a
+    // GET by name; a first ADD makes no query at all before its create.
+    let mut existing: Vec<NetworkEndpoint> = Vec::new();
+    for (name, uid) in cursor.recorded(&who.container_id, &who.if_name) {
+        if let Some(ep) = store.get(&name).await?
+            && ep.metadata.uid.as_deref() == Some(uid.as_str())
+            && ep.spec.container_id == who.container_id
+            && ep.spec.if_name == who.if_name
+            && !ep.is_releasing()
+        {
+            existing.push(ep);
+        }
+    }
 
     let mut created: Vec<NetworkEndpoint> = Vec::new();
     let mut result = IpamResult { ips: Vec::new(), routes: conf.routes.clone() };
@@ -104,9 +188,11 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, curso
             result.ips.push(ip_config(set, ep)?);
             continue;
         }
-        match claim_one(store, conf, who, set, cursor.load(i)).await {
+        let start = cursor.reserve(i, set);
+        match claim_one(store, conf, who, set, start).await {
             Ok(ep) => {
-                if let Some(ip) = ep.ip() {
+                // The reservation already points at the first candidate; record only a different outcome.
+                if let Some(ip) = ep.ip().filter(|ip| Some(*ip) != set.candidates(start).next()) {
                     cursor.store(i, ip);
                 }
                 result.ips.push(ip_config(set, &ep)?);
@@ -122,6 +208,10 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, curso
                 });
             }
         }
+    }
+    if !created.is_empty() {
+        existing.extend(created);
+        cursor.record(&who.container_id, &who.if_name, &existing);
     }
     Ok(result)
 }
@@ -379,7 +469,8 @@ fn exhaustion(conf: &IpamConfig, set: &RangeSet, view: &PoolView, waited: Durati
 /// CNI DEL: requests deletion of the attachment's leases in this pool and
 /// returns without waiting for finalizers. Leases of other sandboxes, even
 /// with the same IP, are never touched. Missing leases are success.
-pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment) -> Result<()> {
+pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<()> {
+    local.forget(&who.container_id, &who.if_name);
     let eps = match store.find_by_container(&who.container_id).await {
         Ok(eps) => eps,
         Err(Error::CrdMissing) => {

@@ -25,7 +25,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::{Instrument, error, info_span};
 
-use crate::commands::{Attachment, Cursor};
+use crate::commands::{Attachment, LocalState};
 use crate::config::IpamConfig;
 pub use crate::error::{Error, Result};
 use crate::protocol::{CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
@@ -92,11 +92,14 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
             let store = KubeStore::new(kube_client(&conf).await?);
             match inv.command {
                 Command::Add => {
-                    let cursor = Cursor::new(&conf.data_dir, &conf.pool);
+                    let cursor = LocalState::new(&conf.data_dir, &conf.pool);
                     let result: IpamResult = commands::add(&store, &conf, &who, &cursor).await?;
                     Ok(Some(result.encode(net.version)))
                 }
-                Command::Del => commands::del(&store, &conf, &who).await.map(|()| None),
+                Command::Del => {
+                    let local = LocalState::new(&conf.data_dir, &conf.pool);
+                    commands::del(&store, &conf, &who, &local).await.map(|()| None)
+                }
                 Command::Check => {
                     let prev =
                         net.prev_result.as_ref().ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;

@@ -76,6 +76,8 @@ pub enum Release {
 pub trait Store {
     /// Leases whose `spec.containerID` is `container_id`.
     async fn find_by_container(&self, container_id: &str) -> Result<Vec<NetworkEndpoint>>;
+    /// The lease named `name`, if it exists.
+    async fn get(&self, name: &str) -> Result<Option<NetworkEndpoint>>;
     /// Leases on node `node`.
     async fn find_by_node(&self, node: &str) -> Result<Vec<NetworkEndpoint>>;
     /// Atomically claims `ep.metadata.name`.
@@ -123,6 +125,10 @@ impl KubeStore {
 impl Store for KubeStore {
     async fn find_by_container(&self, container_id: &str) -> Result<Vec<NetworkEndpoint>> {
         self.list_by_field(FIELD_CONTAINER_ID, container_id, "container").await
+    }
+
+    async fn get(&self, name: &str) -> Result<Option<NetworkEndpoint>> {
+        self.api.get_opt(name).await.map_err(|e| Error::from_kube(format!("get NetworkEndpoint {name}"), e))
     }
 
     async fn find_by_node(&self, node: &str) -> Result<Vec<NetworkEndpoint>> {
