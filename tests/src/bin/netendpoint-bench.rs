@@ -216,6 +216,11 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("scale") {
+        bench_pool_scale(&ctx, &mut report);
+        print!("{report}");
+        return;
+    }
     let latency = bench_latency(&ctx, &mut report);
     bench_requests(&ctx, &mut report);
     bench_pool_scale(&ctx, &mut report);
@@ -323,6 +328,7 @@ fn bench_latency(ctx: &Ctx, report: &mut String) -> Series {
     }
 
     let _ = writeln!(report, "## ADD latency and throughput (/20 pool)\n");
+    let _ = writeln!(report, "![ADDs per second by concurrency](docs/bench.svg)\n");
     let _ = writeln!(report, "| IPAM | concurrency | ADDs | failed | p50 ms | p99 ms | ADDs/s |");
     let _ = writeln!(report, "|---|---:|---:|---:|---:|---:|---:|");
     for (name, rows) in &series {
@@ -398,8 +404,11 @@ fn bench_pool_scale(ctx: &Ctx, report: &mut String) {
         report,
         "Half of the usable addresses, chosen at random, are leased first by direct creates; then 40 ADDs run one at a time.\n"
     );
-    let _ = writeln!(report, "| pool | leases | fill time s | ADDs | p50 ms | p99 ms |");
-    let _ = writeln!(report, "|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        report,
+        "| pool | leases | fill time s | ADDs | p50 ms | p99 ms | API requests per ADD | containerID list ms | pool metadata list ms |"
+    );
+    let _ = writeln!(report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut base = None;
     for &(prefix, net) in sizes {
         let pool = format!("bench-scale-{prefix}");
@@ -423,13 +432,25 @@ fn bench_pool_scale(ctx: &Ctx, report: &mut String) {
         });
         let fill_s = fill.elapsed().as_secs_f64();
         let conf = ctx.netconf(&pool, &format!("{}/{prefix}", host(net)), json!({}));
+        let before = ctx.requests();
         let (s, fails) = run_many(40, 1, &|i| ctx.add(&conf, &format!("scale-{prefix}-{i}")));
+        let per_add = (ctx.requests() - before) / 40.0;
+        // The two lists an ADD may make, timed alone.
+        let api: Api<NetworkEndpoint> = Api::all(ctx.client.clone());
+        let t = Instant::now();
+        let _ = ctx.rt.block_on(api.list(&ListParams::default().fields("spec.containerID=scale-probe")));
+        let sel_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t = Instant::now();
+        let _ = ctx.rt.block_on(
+            api.list_metadata(&ListParams::default().labels(&format!("{LABEL_POOL}={}", label_value(&pool)))),
+        );
+        let meta_ms = t.elapsed().as_secs_f64() * 1000.0;
         report_failures("scale", prefix as usize, &fails);
         let ratio = base.map_or(String::new(), |b: f64| format!(" ({:.2}× the /24)", s.p50_ms / b));
         base.get_or_insert(s.p50_ms);
         let _ = writeln!(
             report,
-            "| /{prefix} | {} | {fill_s:.0} | {} | {:.1}{ratio} | {:.1} |",
+            "| /{prefix} | {} | {fill_s:.0} | {} | {:.1}{ratio} | {:.1} | {per_add:.2} | {sel_ms:.1} | {meta_ms:.1} |",
             hosts.len(),
             s.n,
             s.p50_ms,
@@ -457,8 +478,6 @@ fn start_agent(ctx: &Ctx, node: &str, finalizer: Option<&str>, port: u16) -> std
     cmd.args(["--node", node, "--dataplane", "memory", "--metrics-addr", &format!("127.0.0.1:{port}")])
         .arg("--kubeconfig")
         .arg(&ctx.kubeconfig)
-        .arg("--state-file")
-        .arg(ctx.work.join(format!("{node}.state")))
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -617,7 +636,7 @@ fn bench_footprint(ctx: &Ctx, report: &mut String) {
     let _ = agent.wait();
     let _ = writeln!(
         report,
-        "| watcher-example: time to list and install {n} rules | {} |",
+        "| watcher-example (in-memory table, no state file): time to list and install {n} rules | {} |",
         synced.map_or("not reached".into(), |d| format!("{:.2} s", d.as_secs_f64()))
     );
     let _ = writeln!(
