@@ -33,6 +33,7 @@ say "starting a real kube-apiserver + etcd on loopback"
 scripts/testenv.sh start "$state"
 kubectl version 2>/dev/null | grep -i "server version"
 
+rm -rf "$state/data"
 mkdir -p "$netdir"
 cat > "$netdir/10-demo.conf" <<CONF
 {
