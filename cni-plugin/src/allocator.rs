@@ -82,75 +82,148 @@ impl RangeSet {
         self.ranges.iter().find(|r| r.contains(ip))
     }
 
-    /// Number of usable addresses (gateways and exclusions taken out).
+    /// Number of usable addresses (gateways and exclusions taken out). An
+    /// address covered by several exclusions, or a gateway that is also
+    /// excluded, is counted once. Equals `candidates(_).count()` (saturating
+    /// at `u128::MAX`).
     pub fn capacity(&self) -> u128 {
-        let total: u128 = self
-            .ranges
-            .iter()
-            .map(|r| {
-                let n = to_u128(r.end) - to_u128(r.start) + 1;
-                n - u128::from(r.gateway.is_some_and(|g| r.contains(g)))
-            })
-            .sum();
-        // Exclusions are usually a handful of addresses; count them exactly
-        // when small, and by size otherwise.
-        let excluded: u128 = self
-            .exclude
-            .iter()
-            .map(|n| {
-                self.ranges
-                    .iter()
-                    .map(|r| overlap(r, n) - u128::from(r.gateway.is_some_and(|g| n.contains(&g) && r.contains(g))))
-                    .sum::<u128>()
-            })
-            .sum();
-        total.saturating_sub(excluded)
+        self.usable_ranges().iter().map(UsableRange::len).fold(0, u128::saturating_add)
     }
 
     /// Every usable address exactly once, in round-robin order starting just
     /// after `after` (the most recent allocation). Without a cursor, or with
-    /// one outside the set, it starts at the first range's start.
+    /// one outside the set, it starts at the first range's start. Lazy:
+    /// excluded spans are jumped over, so the cost per address does not
+    /// depend on how many addresses are excluded.
     pub fn candidates(&self, after: Option<IpAddr>) -> impl Iterator<Item = IpAddr> + '_ {
-        let spans: Vec<(IpAddr, u128, u128)> =
-            self.ranges.iter().map(|r| (r.start, to_u128(r.start), to_u128(r.end))).collect();
-        let (first_range, first_offset) = after
-            .and_then(|a| self.ranges.iter().position(|r| r.contains(a)).map(|i| (i, to_u128(a) - spans[i].1 + 1)))
-            .unwrap_or((0, 0));
-        let n = spans.len();
+        let ranges = self.usable_ranges();
+        let n = ranges.len();
+        let cursor = after
+            .and_then(|a| self.ranges.iter().position(|r| r.contains(a)).map(|i| (i, to_u128(a))))
+            .filter(|_| n > 0);
+        let first = cursor.map_or(0, |(i, _)| i);
         // Visit: the rest of the cursor's range, the other ranges in order,
         // then the cursor's range from its start up to and including the cursor.
-        let order = (0..=n).map(move |k| {
-            let i = (first_range + k) % n.max(1);
-            let (lo_off, hi_off) = match k {
-                0 => (first_offset, None),
-                k if k == n => (0, Some(first_offset)),
-                _ => (0, None),
-            };
-            (i, lo_off, hi_off)
-        });
-        order
-            .flat_map(move |(i, lo_off, hi_off)| {
-                let (fam, lo, hi) = spans.get(i).copied().unwrap_or((IpAddr::V4(Ipv4Addr::UNSPECIFIED), 1, 0));
-                let from = lo.saturating_add(lo_off);
-                let to = match hi_off {
-                    Some(0) => None,
-                    Some(h) => Some(lo + h - 1),
-                    None => Some(hi),
-                };
-                let to = to.filter(|t| *t >= from && n > 0);
-                to.into_iter().flat_map(move |t| (from..=t).map(move |v| from_u128(fam, v)))
-            })
-            .filter(move |ip| self.is_usable(*ip))
+        let mut segments = Vec::with_capacity(n + 1);
+        match cursor {
+            Some((i, a)) if a < ranges[i].hi => segments.push((i, a + 1, ranges[i].hi)),
+            Some(_) => {}
+            None if n > 0 => segments.push((0, ranges[0].lo, ranges[0].hi)),
+            None => {}
+        }
+        segments.extend((1..n).map(|k| (first + k) % n).map(|i| (i, ranges[i].lo, ranges[i].hi)));
+        if let Some((i, a)) = cursor {
+            segments.push((i, ranges[i].lo, a));
+        }
+        Candidates { ranges, segments: segments.into_iter(), walk: None }
+    }
+
+    /// Per range, its bounds and the merged spans inside it that are never
+    /// handed out. O(e log e) for e exclusions.
+    fn usable_ranges(&self) -> Vec<UsableRange> {
+        self.ranges.iter().map(|r| UsableRange::new(r, &self.exclude)).collect()
     }
 }
 
-fn overlap(r: &Range, n: &IpNet) -> u128 {
-    if r.start.is_ipv4() != n.addr().is_ipv4() {
-        return 0;
+/// One range as integers, with its holes: the exclusions clipped to it and
+/// its gateway, sorted, merged, and never adjacent to one another.
+struct UsableRange {
+    family: IpAddr,
+    lo: u128,
+    hi: u128,
+    holes: Vec<(u128, u128)>,
+}
+
+impl UsableRange {
+    fn new(r: &Range, exclude: &[IpNet]) -> Self {
+        let (lo, hi) = (to_u128(r.start), to_u128(r.end));
+        let mut spans: Vec<(u128, u128)> = exclude
+            .iter()
+            .filter(|n| n.addr().is_ipv4() == r.start.is_ipv4())
+            .map(|n| (to_u128(n.network()).max(lo), to_u128(n.broadcast()).min(hi)))
+            .chain(r.gateway.filter(|g| r.contains(*g)).map(|g| (to_u128(g), to_u128(g))))
+            .filter(|(a, b)| a <= b)
+            .collect();
+        spans.sort_unstable();
+        let mut holes: Vec<(u128, u128)> = Vec::with_capacity(spans.len());
+        for (a, b) in spans {
+            match holes.last_mut() {
+                Some((_, last)) if a <= last.saturating_add(1) => *last = (*last).max(b),
+                _ => holes.push((a, b)),
+            }
+        }
+        Self { family: r.start, lo, hi, holes }
     }
-    let lo = to_u128(r.start).max(to_u128(n.network()));
-    let hi = to_u128(r.end).min(to_u128(n.broadcast()));
-    if lo > hi { 0 } else { hi - lo + 1 }
+
+    /// Usable addresses in the range (saturating for a whole IPv6 space).
+    fn len(&self) -> u128 {
+        let size = (self.hi - self.lo).saturating_add(1);
+        let holes = self.holes.iter().map(|(a, b)| (b - a).saturating_add(1)).fold(0, u128::saturating_add);
+        size.saturating_sub(holes)
+    }
+}
+
+/// The iterator behind [`RangeSet::candidates`]: segments `(range, from, to)`
+/// walked in order, each jumping over the holes of its range.
+struct Candidates {
+    ranges: Vec<UsableRange>,
+    segments: std::vec::IntoIter<(usize, u128, u128)>,
+    walk: Option<Walk>,
+}
+
+/// Position inside one segment: the next value to consider, the last one,
+/// and the first hole that may still lie ahead.
+struct Walk {
+    range: usize,
+    next: Option<u128>,
+    last: u128,
+    hole: usize,
+}
+
+impl Walk {
+    /// The next usable value of the segment. Holes are merged and never
+    /// adjacent, so this makes at most one jump.
+    fn step(&mut self, holes: &[(u128, u128)]) -> Option<u128> {
+        let mut at = self.next?;
+        while let Some(&(lo, hi)) = holes.get(self.hole) {
+            if hi < at {
+                self.hole += 1;
+            } else if lo <= at {
+                if hi >= self.last {
+                    self.next = None;
+                    return None;
+                }
+                self.hole += 1;
+                at = hi + 1;
+            } else {
+                break;
+            }
+        }
+        if at > self.last {
+            self.next = None;
+            return None;
+        }
+        self.next = (at < self.last).then(|| at + 1);
+        Some(at)
+    }
+}
+
+impl Iterator for Candidates {
+    type Item = IpAddr;
+
+    fn next(&mut self) -> Option<IpAddr> {
+        loop {
+            if let Some(walk) = &mut self.walk {
+                let range = &self.ranges[walk.range];
+                if let Some(v) = walk.step(&range.holes) {
+                    return Some(from_u128(range.family, v));
+                }
+            }
+            let (range, from, to) = self.segments.next()?;
+            let hole = self.ranges[range].holes.partition_point(|&(_, hi)| hi < from);
+            self.walk = Some(Walk { range, next: Some(from), last: to, hole });
+        }
+    }
 }
 
 /// An address as an integer (IPv4 in the low 32 bits).
@@ -262,22 +335,182 @@ mod tests {
         assert_eq!(first, [ip("fd00::1:0"), ip("fd00::1:1")]);
     }
 
+    /// The order `candidates` must keep, the slow way: every address of
+    /// every range in order, rotated to start just after the cursor, filtered
+    /// by `is_usable`.
+    fn walk_and_filter(s: &RangeSet, after: Option<IpAddr>) -> Vec<IpAddr> {
+        let all: Vec<IpAddr> = s
+            .ranges
+            .iter()
+            .flat_map(|r| (to_u128(r.start)..=to_u128(r.end)).map(move |v| from_u128(r.start, v)))
+            .collect();
+        let at = after.filter(|a| s.range_of(*a).is_some()).and_then(|a| all.iter().position(|x| *x == a));
+        let at = at.map_or(0, |p| p + 1);
+        all[at..].iter().chain(&all[..at]).copied().filter(|a| s.is_usable(*a)).collect()
+    }
+
+    fn excluding(mut s: RangeSet, exclude: &[&str]) -> RangeSet {
+        s.exclude = exclude.iter().map(|e| e.parse().unwrap()).collect();
+        s
+    }
+
     #[test]
     fn every_address_once_for_any_cursor() {
-        let s = RangeSet {
-            ranges: vec![
-                Range::with_defaults("10.1.0.0/29".parse().unwrap(), None, None, None).unwrap(),
-                Range::with_defaults("10.2.0.0/30".parse().unwrap(), None, None, None).unwrap(),
-            ],
-            exclude: vec!["10.1.0.4/31".parse().unwrap()],
+        let ranges = vec![
+            Range::with_defaults("10.1.0.0/29".parse().unwrap(), None, None, None).unwrap(),
+            Range::with_defaults("10.2.0.0/30".parse().unwrap(), None, None, None).unwrap(),
+        ];
+        let cases: [&[&str]; 6] = [
+            &[],
+            &["10.1.0.4/31"],
+            // Overlapping, nested and adjacent exclusions.
+            &["10.1.0.4/31", "10.1.0.4/30", "10.1.0.5/32"],
+            &["10.1.0.2/32", "10.1.0.3/32", "10.1.0.4/31"],
+            // Covering a gateway; spanning both ranges.
+            &["10.1.0.0/30", "10.1.0.1/32"],
+            &["10.1.0.6/32", "10.0.0.0/8", "10.2.0.2/32"],
+        ];
+        for exclude in cases {
+            let s = excluding(RangeSet { ranges: ranges.clone(), exclude: vec![] }, exclude);
+            let reference: std::collections::BTreeSet<IpAddr> = s.candidates(None).collect();
+            assert_eq!(reference.len() as u128, s.capacity(), "{exclude:?}");
+            let cursors =
+                s.ranges.iter().flat_map(|r| (to_u128(r.start)..=to_u128(r.end)).map(|v| from_u128(r.start, v)));
+            for cursor in cursors.map(Some).chain([None, Some(ip("192.168.0.1"))]) {
+                let got: Vec<IpAddr> = s.candidates(cursor).collect();
+                let uniq: std::collections::BTreeSet<IpAddr> = got.iter().copied().collect();
+                assert_eq!(uniq, reference, "{exclude:?} cursor {cursor:?}");
+                assert_eq!(got.len(), reference.len(), "{exclude:?} cursor {cursor:?}");
+                assert_eq!(got, walk_and_filter(&s, cursor), "{exclude:?} cursor {cursor:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_top_of_the_address_space() {
+        // The range ends at u128::MAX: no overflow, no duplicate, for any cursor.
+        let top = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fff0/124";
+        for exclude in [&[][..], &["ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc/126"], &["::/0"]] {
+            let s = excluding(set(top), exclude);
+            let r = &s.ranges[0];
+            let cursors = (to_u128(r.start)..=to_u128(r.end)).map(|v| Some(from_u128(r.start, v)));
+            for cursor in cursors.chain([None]) {
+                let got: Vec<IpAddr> = s.candidates(cursor).collect();
+                assert_eq!(got, walk_and_filter(&s, cursor), "{exclude:?} after {cursor:?}");
+                assert_eq!(got.len() as u128, s.capacity(), "{exclude:?} after {cursor:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn exclusions_in_large_ranges_are_jumped_over() {
+        let cases = [
+            // exclude, cursor, first two candidates
+            ("fd00::/104", None, ["fd00::100:0", "fd00::100:1"]),
+            ("fd00::/100", None, ["fd00::1000:0", "fd00::1000:1"]),
+            ("fd00::/100", Some("fd00::5"), ["fd00::1000:0", "fd00::1000:1"]),
+            ("fd00::/100", Some("fd00::1"), ["fd00::1000:0", "fd00::1000:1"]),
+            ("fd00::/100", Some("fd00::ffff:ffff:ffff:ffff"), ["fd00::1000:0", "fd00::1000:1"]),
+            ("fd00::8000:0:0:0/65", Some("fd00::7fff:ffff:ffff:fffe"), ["fd00::7fff:ffff:ffff:ffff", "fd00::2"]),
+        ];
+        for (exclude, cursor, first) in cases {
+            let s = excluding(set("fd00::/64"), &[exclude]);
+            let got: Vec<IpAddr> = s.candidates(cursor.map(ip)).take(2).collect();
+            assert_eq!(got, first.map(ip), "{exclude} after {cursor:?}");
+        }
+        assert_eq!(excluding(set("fd00::/64"), &["fd00::/100"]).capacity(), (1u128 << 64) - (1 << 28));
+    }
+
+    #[test]
+    fn a_thousand_candidates_past_a_huge_exclusion() {
+        // Hang guard, not a performance assertion: walking the 2^28 excluded
+        // addresses one by one would take minutes; jumping takes microseconds.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let s = excluding(set("fd00::/64"), &["fd00::/100", "fd00::1000:0/104", "fd00::1100:0/120"]);
+            let _ = tx.send(s.candidates(Some(ip("fd00::7"))).take(1000).collect::<Vec<IpAddr>>());
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("candidates hang");
+        assert_eq!(got.len(), 1000);
+        assert_eq!(got[0], ip("fd00::1100:100"));
+        assert_eq!(got[999], ip("fd00::1100:4e7"));
+    }
+
+    #[test]
+    fn overlapping_exclusions_are_counted_once() {
+        let cases: [(&str, &[&str], u128); 6] = [
+            // subnet, exclude, capacity
+            ("10.0.0.0/29", &["10.0.0.2/31", "10.0.0.2/32"], 3),
+            ("10.0.0.0/29", &["10.0.0.2/31", "10.0.0.3/32", "10.0.0.0/30"], 3),
+            ("10.0.0.0/29", &["10.0.0.4/31", "10.0.0.4/30", "10.0.0.0/29"], 0),
+            ("10.0.0.0/28", &["10.0.0.4/30", "10.0.0.8/30", "10.0.0.6/31"], 5),
+            ("fd00::/120", &["fd00::/124", "fd00::8/125", "fd00::/122"], 192),
+            ("fd00::/64", &["fd00::/100", "fd00::/104", "fd00::1000:0/104"], (1u128 << 64) - (1 << 28) - (1 << 24)),
+        ];
+        for (subnet, exclude, cap) in cases {
+            let s = excluding(set(subnet), exclude);
+            assert_eq!(s.capacity(), cap, "{subnet} {exclude:?}");
+            if cap < 1 << 16 {
+                assert_eq!(s.candidates(None).count() as u128, cap, "{subnet} {exclude:?}");
+                assert_eq!(s.candidates(None).collect::<Vec<_>>(), walk_and_filter(&s, None), "{subnet} {exclude:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn exclusions_covering_the_gateway() {
+        let cases: [(&[&str], &[&str]); 3] = [
+            // exclude, candidates (gateway .1)
+            (&["10.0.0.0/30"], &["10.0.0.4", "10.0.0.5", "10.0.0.6"]),
+            (&["10.0.0.1/32", "10.0.0.0/31"], &["10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6"]),
+            (&["10.0.0.0/31", "10.0.0.2/31"], &["10.0.0.4", "10.0.0.5", "10.0.0.6"]),
+        ];
+        for (exclude, want) in cases {
+            let s = excluding(set("10.0.0.0/29"), exclude);
+            let got: Vec<String> = s.candidates(None).map(|a| a.to_string()).collect();
+            assert_eq!(got, want, "{exclude:?}");
+            assert_eq!(s.capacity(), want.len() as u128, "{exclude:?}");
+        }
+    }
+
+    #[test]
+    fn an_exclusion_spanning_two_ranges() {
+        // Ranges .2-.5 and .6-.9 (gateway .1 lies outside both); .4-.7 excluded.
+        let r = |start: &str, end: &str| {
+            Range::with_defaults("10.0.0.0/24".parse().unwrap(), Some(ip(start)), Some(ip(end)), None).unwrap()
         };
-        let reference: std::collections::BTreeSet<IpAddr> = s.candidates(None).collect();
-        assert_eq!(reference.len() as u128, s.capacity());
-        for cursor in reference.iter().copied().chain([ip("10.1.0.1"), ip("10.2.0.3")]) {
-            let got: Vec<IpAddr> = s.candidates(Some(cursor)).collect();
-            let uniq: std::collections::BTreeSet<IpAddr> = got.iter().copied().collect();
-            assert_eq!(uniq, reference, "cursor {cursor}");
-            assert_eq!(got.len(), reference.len(), "cursor {cursor}");
+        let s = RangeSet {
+            ranges: vec![r("10.0.0.2", "10.0.0.5"), r("10.0.0.6", "10.0.0.9")],
+            exclude: vec!["10.0.0.4/30".parse().unwrap()],
+        };
+        let cases = [
+            // cursor, candidates
+            (None, ["10.0.0.2", "10.0.0.3", "10.0.0.8", "10.0.0.9"]),
+            (Some("10.0.0.3"), ["10.0.0.8", "10.0.0.9", "10.0.0.2", "10.0.0.3"]),
+            (Some("10.0.0.5"), ["10.0.0.8", "10.0.0.9", "10.0.0.2", "10.0.0.3"]),
+            (Some("10.0.0.6"), ["10.0.0.8", "10.0.0.9", "10.0.0.2", "10.0.0.3"]),
+            (Some("10.0.0.8"), ["10.0.0.9", "10.0.0.2", "10.0.0.3", "10.0.0.8"]),
+        ];
+        for (cursor, want) in cases {
+            let got: Vec<String> = s.candidates(cursor.map(ip)).map(|a| a.to_string()).collect();
+            assert_eq!(got, want, "after {cursor:?}");
+        }
+        assert_eq!(s.capacity(), 4);
+    }
+
+    #[test]
+    fn exclusions_of_the_other_family_are_ignored() {
+        // Numerically, 0.0.0.0/0 covers ::/96 and ::/0 covers every IPv4 address.
+        let cases: [(&str, &[&str], u128); 3] = [
+            // subnet, exclude, capacity
+            ("10.0.0.0/29", &["::/0", "fd00::/8"], 5),
+            ("::/120", &["0.0.0.0/0"], 254),
+            ("::/120", &["0.0.0.0/0", "::80/121"], 126),
+        ];
+        for (subnet, exclude, cap) in cases {
+            let s = excluding(set(subnet), exclude);
+            assert_eq!(s.capacity(), cap, "{subnet} {exclude:?}");
+            assert_eq!(s.candidates(None).count() as u128, cap, "{subnet} {exclude:?}");
         }
     }
 }
