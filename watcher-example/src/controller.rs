@@ -1,5 +1,6 @@
-//! The Kubernetes side: a watcher on the node's endpoints, finalizer handling
-//! through `kube::runtime::finalizer`, and Events on failed teardowns.
+//! The Kubernetes side: a watcher on the node's endpoints, finalizer patches
+//! that touch only the object they were meant for (see [`crate::finalizer`]),
+//! and Events on failed teardowns.
 //!
 //! Watch events are processed one at a time, in the order the API server sent
 //! them. Installing a rule is immediate; a teardown runs as its own task (after
@@ -19,9 +20,7 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use netendpoint_crd::{FIELD_NODE, NetworkEndpoint};
@@ -30,6 +29,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::agent::{Agent, EndpointKey};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::finalizer::{Removal, add_own_finalizer, remove_own_finalizer};
 
 /// Event reason recorded on an endpoint whose teardown failed.
 pub const REASON_TEARDOWN_FAILED: &str = "TeardownFailed";
@@ -108,19 +108,6 @@ fn has_finalizer(ep: &NetworkEndpoint, finalizer: &str) -> bool {
     ep.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == finalizer))
 }
 
-fn is_conflict(e: &Error) -> bool {
-    use kube::runtime::finalizer::Error as F;
-    match e {
-        Error::Finalizer(f) => match f.as_ref() {
-            F::RemoveFinalizer(kube::Error::Api(s)) | F::AddFinalizer(kube::Error::Api(s)) => {
-                s.code == 409 || s.code == 422
-            }
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
 impl Context {
     /// An ADDED/MODIFIED endpoint (or one from a list).
     fn observe(self: &Arc<Self>, ep: NetworkEndpoint) {
@@ -139,7 +126,7 @@ impl Context {
             && self.cfg.lazy_finalizer
             && !has_finalizer(&ep, f)
         {
-            // The kube-rs contract: apply only once the finalizer is on the object.
+            // As the kube-rs finalizer contract asks: apply only once the finalizer is on the object.
             // The MODIFIED event of our patch brings the endpoint back here.
             return self.spawn_add_finalizer(key, ep);
         }
@@ -167,18 +154,13 @@ impl Context {
         let span = info_span!("add_finalizer", endpoint = %key.name, ip = %key.ip, uid = %key.uid);
         tokio::spawn(
             async move {
-                let res =
-                    finalizer(&ctx.api, &name, Arc::new(ep), |_| async { Ok::<_, Error>(Action::await_change()) })
-                        .await;
-                match res.map_err(|e| Error::Finalizer(Box::new(e))) {
-                    Ok(_) => {
+                match add_own_finalizer(&ctx.api, &ep, &name).await {
+                    Ok(true) => {
                         ctx.agent.metrics.finalizer_added();
                         info!(finalizer = %name, "finalizer added lazily");
                     }
-                    // Someone changed the finalizers meanwhile: their MODIFIED event brings us back.
-                    Err(e) if is_conflict(&e) => {
-                        debug!(error = %e, "finalizer add raced; will retry on the next event")
-                    }
+                    // The endpoint changed, was replaced or is gone: its next event (if any) brings us back.
+                    Ok(false) => debug!("finalizer add raced; will retry on the next event"),
                     Err(e) => warn!(error = %e, "cannot add the finalizer"),
                 }
             }
@@ -211,7 +193,7 @@ impl Context {
                     let Err(e) = ctx.teardown_once(&key, obj.as_ref()).await else { break };
                     ctx.agent.metrics.teardown_failed();
                     warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "teardown failed");
-                    if !published && !is_conflict(&e) {
+                    if !published {
                         published = ctx.publish_failure(obj.as_ref(), &e).await;
                     }
                     tokio::time::sleep(backoff).await;
@@ -234,30 +216,31 @@ impl Context {
         );
     }
 
-    /// Removes the rule, then (if we hold one) our finalizer, and nothing else.
+    /// Removes the rule, then (if we hold one) our finalizer from this very
+    /// object (this UID), and nothing else.
     async fn teardown_once(&self, key: &EndpointKey, obj: Option<&NetworkEndpoint>) -> Result<()> {
-        let (Some(obj), Some(name)) = (obj, self.cfg.finalizer.as_deref()) else {
-            return self.agent.teardown(key).map(|_| ());
-        };
+        self.agent.teardown(key)?;
+        let (Some(obj), Some(name)) = (obj, self.cfg.finalizer.as_deref()) else { return Ok(()) };
         if !has_finalizer(obj, name) {
-            return self.agent.teardown(key).map(|_| ());
+            return Ok(());
         }
-        let agent = self.agent.clone();
-        finalizer(&self.api, name, Arc::new(obj.clone()), |event| async move {
-            match event {
-                FinalizerEvent::Cleanup(_) => agent.teardown(key).map(|_| Action::await_change()),
-                FinalizerEvent::Apply(_) => Ok(Action::await_change()),
+        match remove_own_finalizer(&self.api, obj, name).await? {
+            Removal::Removed => {
+                let seconds = obj
+                    .metadata
+                    .deletion_timestamp
+                    .as_ref()
+                    .map_or(0.0, |t| Timestamp::now().duration_since(t.0).as_secs_f64());
+                self.agent.metrics.finalizer_removed(seconds);
+                info!(finalizer = %name, release_seconds = seconds, "finalizer removed");
             }
-        })
-        .await
-        .map_err(|e| Error::Finalizer(Box::new(e)))?;
-        let seconds = obj
-            .metadata
-            .deletion_timestamp
-            .as_ref()
-            .map_or(0.0, |t| Timestamp::now().duration_since(t.0).as_secs_f64());
-        self.agent.metrics.finalizer_removed(seconds);
-        info!(finalizer = %name, release_seconds = seconds, "finalizer removed");
+            // Force-released while we were slow: nobody waits on us any more.
+            Removal::Gone => info!(finalizer = %name, "endpoint gone before our finalizer was removed"),
+            // The next holder of the IP: its finalizer gates its own release, not ours.
+            Removal::Replaced(successor) => info!(finalizer = %name, successor_uid = %successor,
+                "endpoint replaced under the same name; the successor's finalizer was left alone"),
+            Removal::NotHeld => info!(finalizer = %name, "our finalizer was already removed by someone else"),
+        }
         Ok(())
     }
 

@@ -22,9 +22,16 @@ pub enum Error {
     /// A Kubernetes API call failed.
     #[error("kubernetes API call failed")]
     Kube(#[source] kube::Error),
-    /// Removing (or lazily adding) our finalizer failed, or the cleanup it guards failed.
-    #[error("finalizer handling failed")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// Patching our finalizer off (or lazily onto) an endpoint failed, other
+    /// than because the endpoint is gone or was replaced.
+    #[error("cannot patch our finalizer on endpoint {endpoint}")]
+    Finalizer {
+        /// The endpoint's name.
+        endpoint: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
     /// Reading or writing a local file (state file, event log).
     #[error("{}: {source}", path.display())]
     Io {

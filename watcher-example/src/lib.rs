@@ -17,6 +17,7 @@ pub mod controller;
 pub mod dataplane;
 pub mod error;
 pub mod eventlog;
+pub mod finalizer;
 pub mod http;
 pub mod metrics;
 
