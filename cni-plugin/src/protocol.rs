@@ -120,6 +120,16 @@ pub struct PodIdentity {
     pub uid: String,
 }
 
+/// The longest `CNI_CONTAINERID` accepted, in characters. The spec sets no
+/// bound; 253 (a DNS subdomain's length) comfortably holds every runtime's
+/// 64-hex-digit IDs and keeps the value fit for the lease's `spec.containerID`
+/// and a local file name.
+pub const MAX_CONTAINER_ID_LEN: usize = 253;
+/// The longest `CNI_IFNAME` accepted, in bytes: Linux's `IFNAMSIZ - 1`.
+pub const MAX_IF_NAME_LEN: usize = 15;
+/// How much of a rejected value an error message quotes, in characters.
+const QUOTE_LEN: usize = 64;
+
 /// The parsed CNI environment of one invocation.
 #[derive(Debug, Clone)]
 pub struct Invocation {
@@ -136,29 +146,32 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    /// Reads the CNI variables from `env`; missing required ones are code 4 errors naming the variable.
+    /// Reads the CNI variables from `env`. Any violation is a code 4 error
+    /// naming the variable.
+    ///
+    /// For ADD, DEL and CHECK, `CNI_CONTAINERID` and `CNI_IFNAME` are required
+    /// and checked as libcni checks them: see [`validate_container_id`] and
+    /// [`validate_if_name`]. VERSION, STATUS and GC ignore both (they come
+    /// back empty). ADD also requires `CNI_NETNS`.
     pub fn from_env(env: &HashMap<String, String>) -> Result<Self, Error> {
         let command = Command::parse(
             env.get("CNI_COMMAND").ok_or(Error::InvalidEnv { var: "CNI_COMMAND", reason: "not set".into() })?,
         )?;
         let needs_attachment = matches!(command, Command::Add | Command::Del | Command::Check);
-        let get = |var: &'static str| -> Result<String, Error> {
+        let attachment_var = |var: &'static str, validate: fn(&str) -> Result<(), String>| -> Result<String, Error> {
+            if !needs_attachment {
+                return Ok(String::new());
+            }
             match env.get(var).map(String::as_str) {
-                Some(v) if !v.is_empty() => Ok(v.to_string()),
-                _ if needs_attachment => Err(Error::InvalidEnv { var, reason: "not set".into() }),
-                _ => Ok(String::new()),
+                Some(v) if !v.is_empty() => {
+                    validate(v).map_err(|reason| Error::InvalidEnv { var, reason })?;
+                    Ok(v.to_string())
+                }
+                _ => Err(Error::InvalidEnv { var, reason: "not set".into() }),
             }
         };
-        let container_id = get("CNI_CONTAINERID")?;
-        if !container_id.is_empty()
-            && !container_id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        {
-            return Err(Error::InvalidEnv {
-                var: "CNI_CONTAINERID",
-                reason: "must be alphanumeric, '-', '_' or '.'".into(),
-            });
-        }
-        let if_name = get("CNI_IFNAME")?;
+        let container_id = attachment_var("CNI_CONTAINERID", validate_container_id)?;
+        let if_name = attachment_var("CNI_IFNAME", validate_if_name)?;
         let netns = env.get("CNI_NETNS").cloned().unwrap_or_default();
         if command == Command::Add && netns.is_empty() {
             return Err(Error::InvalidEnv { var: "CNI_NETNS", reason: "not set".into() });
@@ -179,6 +192,65 @@ impl Invocation {
         let pod =
             PodIdentity { namespace: pick("K8S_POD_NAMESPACE"), name: pick("K8S_POD_NAME"), uid: pick("K8S_POD_UID") };
         (!pod.name.is_empty()).then_some(pod)
+    }
+}
+
+/// Checks a container ID as libcni's `ValidateContainerID` does: it matches
+/// `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`. It must also be non-empty and at most
+/// [`MAX_CONTAINER_ID_LEN`] characters. The error says what is wrong and
+/// quotes at most the first 64 characters.
+pub fn validate_container_id(id: &str) -> Result<(), String> {
+    let len = id.chars().count();
+    if len > MAX_CONTAINER_ID_LEN {
+        return Err(format!("{} is longer than {MAX_CONTAINER_ID_LEN} characters", quote(id)));
+    }
+    let mut chars = id.chars();
+    match chars.next() {
+        None => return Err("is empty".into()),
+        Some(c) if !c.is_ascii_alphanumeric() => {
+            return Err(format!("{} must start with a letter or digit, not {c:?}", quote(id)));
+        }
+        Some(_) => {}
+    }
+    if let Some(c) = chars.find(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
+        return Err(format!("{} contains {c:?}; only letters, digits, '_', '.' and '-' are allowed", quote(id)));
+    }
+    Ok(())
+}
+
+/// Checks an interface name as libcni's `ValidateInterfaceName` does:
+/// non-empty, at most [`MAX_IF_NAME_LEN`] bytes, not `.` or `..`, and no `/`,
+/// `:` or whitespace. The error says what is wrong and quotes at most the
+/// first 64 characters.
+pub fn validate_if_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("is empty".into());
+    }
+    if name.len() > MAX_IF_NAME_LEN {
+        return Err(format!(
+            "{} is {} bytes long; a Linux interface name has at most {MAX_IF_NAME_LEN}",
+            quote(name),
+            name.len()
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(format!("{name:?} is not a valid interface name"));
+    }
+    if let Some(c) = name.chars().find(|&c| c == '/' || c == ':' || c.is_whitespace()) {
+        return Err(format!("{} contains {c:?}; '/', ':' and whitespace are not allowed", quote(name)));
+    }
+    Ok(())
+}
+
+/// A value for an error message: the whole of it if short, else its first
+/// [`QUOTE_LEN`] characters and its length, so a huge value is never echoed.
+fn quote(value: &str) -> String {
+    let len = value.chars().count();
+    if len <= QUOTE_LEN {
+        format!("{value:?}")
+    } else {
+        let head: String = value.chars().take(QUOTE_LEN).collect();
+        format!("{head:?}... ({len} characters)")
     }
 }
 
@@ -246,8 +318,9 @@ impl NetConf {
             Some(Value::Object(m)) => m.clone(),
             Some(_) => return Err(Error::config("args.cni", "must be an object")),
         };
+        // Absent and null both mean "the runtime sent no list" (see lifecycle::gc).
         let valid_attachments = match obj.get("cni.dev/valid-attachments") {
-            None => None,
+            None | Some(Value::Null) => None,
             Some(v) => Some(
                 serde_json::from_value(v.clone())
                     .map_err(|e| Error::config("cni.dev/valid-attachments", &e.to_string()))?,
@@ -383,6 +456,109 @@ mod tests {
         }
         let err = Invocation::from_env(&env(&[("CNI_COMMAND", "FROB")])).unwrap_err();
         assert_eq!(err.code(), 4);
+    }
+
+    /// The env of an ADD with this container ID and ifname.
+    fn attach_env(command: &str, container_id: &str, if_name: &str) -> HashMap<String, String> {
+        env(&[
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", container_id),
+            ("CNI_IFNAME", if_name),
+            ("CNI_NETNS", "/run/netns/x"),
+        ])
+    }
+
+    #[test]
+    fn bad_container_ids_are_code_4() {
+        let huge = "a".repeat(70_000);
+        let too_long = "a".repeat(MAX_CONTAINER_ID_LEN + 1);
+        let cases: &[(&str, &str)] = &[
+            (&huge, "longer than 253"),
+            (&too_long, "longer than 253"),
+            ("-abc", "must start with a letter or digit"),
+            (".abc", "must start with a letter or digit"),
+            ("_abc", "must start with a letter or digit"),
+            ("abc/def", "contains '/'"),
+            ("abc def", "contains ' '"),
+            ("abc:def", "contains ':'"),
+            ("abc\ndef", "contains '\\n'"),
+            ("abcé", "contains 'é'"),
+            ("ébc", "must start with a letter or digit"),
+        ];
+        for cmd in ["ADD", "DEL", "CHECK"] {
+            for (id, why) in cases {
+                let err = Invocation::from_env(&attach_env(cmd, id, "eth0")).unwrap_err();
+                let msg = err.to_string();
+                assert_eq!(err.code(), 4, "{cmd} {msg}");
+                assert!(msg.starts_with("CNI_CONTAINERID: "), "{msg}");
+                assert!(msg.contains(why), "{cmd}: {msg:?} should say {why:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_if_names_are_code_4() {
+        let huge = "e".repeat(70_000);
+        let cases: &[(&str, &str)] = &[
+            (&huge, "70000 bytes long"),
+            ("abcdefghijklmnop", "16 bytes long"),
+            ("éééééééé", "16 bytes long"),
+            (".", "not a valid interface name"),
+            ("..", "not a valid interface name"),
+            ("eth0/x", "contains '/'"),
+            ("eth0:1", "contains ':'"),
+            ("eth 0", "contains ' '"),
+            ("eth\t0", "contains '\\t'"),
+            ("eth\u{a0}0", "contains '\\u{a0}'"),
+        ];
+        for cmd in ["ADD", "DEL", "CHECK"] {
+            for (if_name, why) in cases {
+                let err = Invocation::from_env(&attach_env(cmd, "abc", if_name)).unwrap_err();
+                let msg = err.to_string();
+                assert_eq!(err.code(), 4, "{cmd} {msg}");
+                assert!(msg.starts_with("CNI_IFNAME: "), "{msg}");
+                assert!(msg.contains(why), "{cmd}: {msg:?} should say {why:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn huge_values_are_quoted_short_with_their_length() {
+        let huge = "x".repeat(70_000);
+        for (id, if_name, len) in [(huge.as_str(), "eth0", "70000 characters"), ("abc", huge.as_str(), "70000 bytes")] {
+            let msg = Invocation::from_env(&attach_env("ADD", id, if_name)).unwrap_err().to_string();
+            assert!(msg.len() < 250, "{} bytes: {msg}", msg.len());
+            assert!(msg.contains(&format!("\"{}\"...", "x".repeat(64))), "{msg}");
+            assert!(!msg.contains(&"x".repeat(65)), "{msg}");
+            assert!(msg.contains(len), "{msg}");
+        }
+    }
+
+    #[test]
+    fn edge_container_ids_and_if_names_are_accepted() {
+        let longest_id = "a".repeat(MAX_CONTAINER_ID_LEN);
+        let ids = [longest_id.as_str(), "0", "Z", "a.b_c-d", "0123456789abcdef", "k8s_POD.web-0_default-1", "a..__--"];
+        let if_names = ["eth0", "net1", "abcdefghijklmno", "a", "...", "eth0.100", "veth-1_x@y", "éé"];
+        for cmd in ["ADD", "DEL", "CHECK"] {
+            for id in ids {
+                for if_name in if_names {
+                    let inv = Invocation::from_env(&attach_env(cmd, id, if_name))
+                        .unwrap_or_else(|e| panic!("{cmd} {id:?} {if_name:?}: {e}"));
+                    assert_eq!((inv.container_id.as_str(), inv.if_name.as_str()), (id, if_name));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn version_status_gc_ignore_container_id_and_ifname() {
+        let huge = "x".repeat(70_000);
+        for cmd in ["VERSION", "STATUS", "GC"] {
+            for (id, if_name) in [(huge.as_str(), "eth0/x"), ("-bad", huge.as_str()), ("", "")] {
+                let inv = Invocation::from_env(&attach_env(cmd, id, if_name)).unwrap();
+                assert_eq!((inv.container_id.as_str(), inv.if_name.as_str()), ("", ""), "{cmd}");
+            }
+        }
     }
 
     #[test]
