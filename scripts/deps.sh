@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need and a fresh machine may lack:
-# iproute2 (network namespaces) from apt, and rustfmt/clippy. Go and cargo
+# iproute2 (network namespaces), jq, iptables and faketime from apt, and
+# rustfmt/clippy. Go and cargo
 # themselves come with the machine image.
 set -euo pipefail
 missing=()
@@ -8,6 +9,8 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v ss >/dev/null || missing+=(iproute2)
 command -v jq >/dev/null || missing+=(jq)
 command -v iptables >/dev/null || missing+=(iptables)
+# libfaketime: runs the plugin with a node clock that is off (forced-release tests).
+command -v faketime >/dev/null || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

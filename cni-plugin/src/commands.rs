@@ -9,23 +9,23 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use netendpoint_crd::{
-    GROUP, LABEL_IP_FAMILY, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_POOL,
-    NetworkEndpoint, NetworkEndpointSpec, PodRef, REASON_FORCED_RELEASE, REASON_POOL_EXHAUSTED, endpoint_name,
-    label_value,
+    ANNOTATION_FORCE_RELEASE_AFTER, GROUP, LABEL_IP_FAMILY, LABEL_NETWORK, LABEL_NODE, LABEL_POD_NAME,
+    LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_POOL, NetworkEndpoint, NetworkEndpointSpec, PodRef,
+    REASON_FORCED_RELEASE, REASON_POOL_EXHAUSTED, endpoint_name, label_value,
 };
 use tracing::{debug, info, warn};
 
 use crate::allocator::RangeSet;
 use crate::config::IpamConfig;
 use crate::error::{Error, Exhaustion, Result};
+use crate::local::LocalState;
 use crate::protocol::{IpConfig, IpamResult, PodIdentity};
 use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
 
@@ -45,131 +45,19 @@ pub struct Attachment {
     pub pod: Option<PodIdentity>,
 }
 
-/// Node-local state under `dataDir/<pool>/`, like host-local's store:
-/// - the round-robin cursor, the last address this node allocated in each
-///   range set (`last_reserved_ip.<set>`): a hint, losing it only changes
-///   where the next search starts;
-/// - a record of the leases of each attachment (`attachments/<id>_<ifname>`),
-///   so that ADD learns whether it is a repeat without a cluster-wide query.
-///   An attachment's ADDs always run on its own node.
-#[derive(Debug, Clone)]
-pub struct LocalState {
-    dir: Option<PathBuf>,
-}
-
-impl LocalState {
-    /// A cursor kept under `data_dir/<pool>/`.
-    pub fn new(data_dir: &std::path::Path, pool: &str) -> Self {
-        Self { dir: Some(data_dir.join(pool)) }
-    }
-
-    /// A cursor that remembers nothing (tests).
-    pub fn none() -> Self {
-        Self { dir: None }
-    }
-
-    fn path(&self, set: usize) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| d.join(format!("last_reserved_ip.{set}")))
-    }
-
-    fn record_path(&self, container_id: &str, if_name: &str) -> Option<PathBuf> {
-        let clean = |s: &str| -> String {
-            s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') { c } else { '_' }).collect()
-        };
-        self.dir.as_ref().map(|d| d.join("attachments").join(format!("{}_{}", clean(container_id), clean(if_name))))
-    }
-
-    /// The (name, UID) of the leases recorded for an attachment by an earlier ADD on this node.
-    pub fn recorded(&self, container_id: &str, if_name: &str) -> Vec<(String, String)> {
-        self.record_path(container_id, if_name)
-            .and_then(|p| std::fs::read(p).ok())
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
-    }
-
-    /// Records the leases of an attachment. Failures are logged, not returned:
-    /// without a record a repeated ADD is simply not recognised as one.
-    pub fn record(&self, container_id: &str, if_name: &str, leases: &[NetworkEndpoint]) {
-        let Some(path) = self.record_path(container_id, if_name) else { return };
-        let pairs: Vec<(String, String)> = leases
-            .iter()
-            .map(|ep| (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default()))
-            .collect();
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let res = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&tmp, serde_json::to_vec(&pairs).unwrap_or_default()))
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = res {
-            debug!(path = %path.display(), error = %e, "cannot record the attachment's leases");
-        }
-    }
-
-    /// Forgets an attachment (DEL).
-    pub fn forget(&self, container_id: &str, if_name: &str) {
-        if let Some(p) = self.record_path(container_id, if_name) {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-
-    /// The last address allocated in range set `set`, if known.
-    pub fn load(&self, set: usize) -> Option<IpAddr> {
-        std::fs::read_to_string(self.path(set)?).ok()?.trim().parse().ok()
-    }
-
-    /// Returns the cursor of range set `i` and, under an exclusive file lock,
-    /// advances it past the first candidate, so that concurrent ADDs on this
-    /// node start at different addresses instead of racing for the same one.
-    /// Falls back to a plain read when the file cannot be locked.
-    pub fn reserve(&self, i: usize, set: &RangeSet) -> Option<IpAddr> {
-        use std::io::{Read, Seek, Write};
-        let path = self.path(i)?;
-        let locked = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path))
-            .and_then(|f| f.lock().map(|()| f));
-        let mut file = match locked {
-            Ok(f) => f,
-            Err(e) => {
-                debug!(path = %path.display(), error = %e, "cannot lock round-robin cursor");
-                return self.load(i);
-            }
-        };
-        let mut text = String::new();
-        let last: Option<IpAddr> = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
-        if let Some(next) = set.candidates(last).next() {
-            let res =
-                file.set_len(0).and_then(|()| file.rewind()).and_then(|()| file.write_all(next.to_string().as_bytes()));
-            if let Err(e) = res {
-                debug!(path = %path.display(), error = %e, "cannot advance round-robin cursor");
-            }
-        }
-        last
-    }
-
-    /// Records `ip` as the last allocation in `set`. Failures are logged, not returned.
-    pub fn store(&self, set: usize, ip: IpAddr) {
-        let Some(path) = self.path(set) else { return };
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let res = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&tmp, ip.to_string()))
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = res {
-            debug!(path = %path.display(), error = %e, "cannot record round-robin cursor");
-        }
-    }
-}
-
 /// CNI ADD: one lease per range set for the attachment, all or nothing.
-pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, cursor: &LocalState) -> Result<IpamResult> {
+///
+/// Before its first lease, ADD checks once per node that the node name is a
+/// registered Node, so that no lease is ever written under a name that
+/// vanished-node reclaim would take for a dead node. Whatever fails after a
+/// claim, every lease this ADD created is released before the error returns;
+/// a create whose outcome is unknown (timeout, connection lost) is found by
+/// listing the container's leases.
+pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<IpamResult> {
     // A repeated ADD is recognised from this node's record and checked with a
     // GET by name; a first ADD makes no query at all before its create.
     let mut existing: Vec<NetworkEndpoint> = Vec::new();
-    for (name, uid) in cursor.recorded(&who.container_id, &who.if_name) {
+    for (name, uid) in local.recorded(&who.container_id, &who.if_name) {
         if let Some(ep) = store.get(&name).await?
             && ep.metadata.uid.as_deref() == Some(uid.as_str())
             && ep.spec.container_id == who.container_id
@@ -179,41 +67,89 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, curso
             existing.push(ep);
         }
     }
+    let missing =
+        conf.range_sets.iter().any(|set| !existing.iter().any(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))));
+    if missing {
+        verify_node(store, who, local).await?;
+    }
 
-    let mut created: Vec<NetworkEndpoint> = Vec::new();
+    let mut claimed = Claimed::default();
+    match claim_all(store, conf, who, local, &existing, &mut claimed).await {
+        Ok(result) => {
+            if !claimed.leases.is_empty() {
+                existing.extend(claimed.leases);
+                local.record(&who.container_id, &who.if_name, &existing);
+            }
+            Ok(result)
+        }
+        Err(e) => {
+            if let (Error::PoolExhausted(_), Some(pod)) = (&e, &who.pod) {
+                store.record_event(pod_ref(pod), REASON_POOL_EXHAUSTED, e.to_string(), true).await;
+            }
+            let mut cleanup = rollback(store, &claimed.leases).await;
+            if claimed.ambiguous && cleanup.is_ok() {
+                cleanup = sweep_unrecorded(store, conf, who, local).await;
+            }
+            Err(match cleanup {
+                Ok(()) => e,
+                Err(r) => Error::Many(vec![e, r]),
+            })
+        }
+    }
+}
+
+/// What an ADD has claimed so far, for rollback.
+#[derive(Default)]
+struct Claimed {
+    /// Leases created by this ADD.
+    leases: Vec<NetworkEndpoint>,
+    /// A create failed in a way that leaves its outcome unknown.
+    ambiguous: bool,
+}
+
+/// Claims one lease per range set not already served by `existing` and
+/// builds the result. Every lease created is pushed to `claimed` as soon as
+/// it exists, so that the caller can roll back whatever fails after it.
+async fn claim_all<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    local: &LocalState,
+    existing: &[NetworkEndpoint],
+    claimed: &mut Claimed,
+) -> Result<IpamResult> {
     let mut result = IpamResult { ips: Vec::new(), routes: conf.routes.clone() };
+    let deadline = Deadline::after(conf.wait_for_release);
     for (i, set) in conf.range_sets.iter().enumerate() {
         if let Some(ep) = existing.iter().find(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))) {
             info!(ip = %ep.spec.ip, "ADD repeated: returning the existing lease");
             result.ips.push(ip_config(set, ep)?);
             continue;
         }
-        let start = cursor.reserve(i, set);
-        match claim_one(store, conf, who, set, start).await {
-            Ok(ep) => {
-                // The reservation already points at the first candidate; record only a different outcome.
-                if let Some(ip) = ep.ip().filter(|ip| Some(*ip) != set.candidates(start).next()) {
-                    cursor.store(i, ip);
-                }
-                result.ips.push(ip_config(set, &ep)?);
-                created.push(ep);
-            }
-            Err(e) => {
-                if let (Error::PoolExhausted(_), Some(pod)) = (&e, &who.pod) {
-                    store.record_event(pod_ref(pod), REASON_POOL_EXHAUSTED, e.to_string(), true).await;
-                }
-                return Err(match rollback(store, &created).await {
-                    Ok(()) => e,
-                    Err(r) => Error::Many(vec![e, r]),
-                });
-            }
+        let start = local.reserve(i, set);
+        let ep = claim_one(store, conf, who, local, set, start, deadline, claimed).await?;
+        // The reservation already points at the first candidate; record only a different outcome.
+        if let Some(ip) = ep.ip().filter(|ip| Some(*ip) != set.candidates(start).next()) {
+            local.store(i, ip);
         }
-    }
-    if !created.is_empty() {
-        existing.extend(created);
-        cursor.record(&who.container_id, &who.if_name, &existing);
+        result.ips.push(ip_config(set, &ep)?);
     }
     Ok(result)
+}
+
+/// Refuses to lease under a node name that is not a registered Node. The
+/// answer is cached on the node, so this costs one GET per node, ever.
+async fn verify_node<S: Store>(store: &S, who: &Attachment, local: &LocalState) -> Result<()> {
+    if local.node_verified(&who.node) {
+        return Ok(());
+    }
+    if store.node_exists(&who.node).await? {
+        local.mark_node_verified(&who.node);
+        info!(node = %who.node, "node name verified against the registered Nodes");
+        Ok(())
+    } else {
+        Err(Error::NodeNotRegistered { node: who.node.clone() })
+    }
 }
 
 /// Deletes what this ADD created. A rollback failure is reported with the original error's context.
@@ -225,7 +161,33 @@ async fn rollback<S: Store>(store: &S, created: &[NetworkEndpoint]) -> Result<()
             errors.push(e);
         }
     }
-    if errors.is_empty() { Ok(()) } else { Err(Error::Many(errors)) }
+    Error::collect(errors)
+}
+
+/// Releases the attachment's leases in this pool that no successful ADD
+/// recorded: the leftovers of an ADD that failed or ran out of time, whose
+/// creates may have reached the server even though no answer came back.
+pub async fn sweep_unrecorded<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    local: &LocalState,
+) -> Result<()> {
+    let recorded = local.recorded(&who.container_id, &who.if_name);
+    let mut errors = Vec::new();
+    for ep in store.find_by_container(&who.container_id).await? {
+        let ours =
+            ep.spec.container_id == who.container_id && ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool;
+        let kept = recorded.iter().any(|(_, uid)| ep.metadata.uid.as_deref() == Some(uid.as_str()));
+        if !ours || kept || ep.is_releasing() {
+            continue;
+        }
+        warn!(ip = %ep.spec.ip, "releasing a lease left by an unfinished ADD");
+        if let Err(e) = store.delete(&ep).await {
+            errors.push(e);
+        }
+    }
+    Error::collect(errors)
 }
 
 fn ip_config(set: &RangeSet, ep: &NetworkEndpoint) -> Result<IpConfig> {
@@ -246,7 +208,9 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
         (LABEL_POOL.to_string(), label_value(&conf.pool)),
         (LABEL_NODE.to_string(), label_value(&who.node)),
         (LABEL_IP_FAMILY.to_string(), if ip.is_ipv4() { "4" } else { "6" }.to_string()),
+        (LABEL_NETWORK.to_string(), label_value(&conf.network)),
     ]);
+    let force_release_after = netendpoint_crd::duration::format(conf.force_release_after);
     if let Some(pod) = &who.pod {
         labels.insert(LABEL_POD_NAMESPACE.to_string(), label_value(&pod.namespace));
         labels.insert(LABEL_POD_NAME.to_string(), label_value(&pod.name));
@@ -258,6 +222,10 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
         metadata: ObjectMeta {
             name: Some(endpoint_name(&conf.pool, ip)),
             labels: Some(labels),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_FORCE_RELEASE_AFTER.to_string(),
+                force_release_after.clone(),
+            )])),
             finalizers: (!conf.finalizers.is_empty()).then(|| conf.finalizers.clone()),
             ..ObjectMeta::default()
         },
@@ -274,120 +242,116 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
                 name: p.name.clone(),
                 uid: p.uid.clone(),
             }),
+            network: Some(conf.network.clone()),
+            force_release_after: Some(force_release_after),
         },
     }
 }
 
-/// Claims one address of `set`: probe from the cursor, then list, then wait for a release.
+/// When an ADD stops waiting for a release; time on the runtime's (tokio's) clock.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    started: tokio::time::Instant,
+    at: tokio::time::Instant,
+}
+
+impl Deadline {
+    fn after(wait: Duration) -> Self {
+        let started = tokio::time::Instant::now();
+        // `wait` is capped by config validation; saturate anyway.
+        let at = started.checked_add(wait).unwrap_or(started);
+        Self { started, at }
+    }
+
+    fn passed(&self) -> bool {
+        tokio::time::Instant::now() >= self.at
+    }
+
+    fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(tokio::time::Instant::now())
+    }
+
+    fn waited(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// Claims one address of `set`, in phases:
+/// 1. [`probe`]: creates at the candidates after the cursor (the common case
+///    ends here, after one API call);
+/// 2. then, in rounds until `deadline`: list the pool and [`claim_free`];
+///    [`force_stuck`] a release that outlived its bound; [`reclaim_vanished`]
+///    leases of nodes gone for their grace period; otherwise wait for a
+///    release to begin and finish.
+#[allow(clippy::too_many_arguments)]
 async fn claim_one<S: Store>(
     store: &S,
     conf: &IpamConfig,
     who: &Attachment,
+    local: &LocalState,
     set: &RangeSet,
     cursor: Option<IpAddr>,
+    deadline: Deadline,
+    claimed: &mut Claimed,
 ) -> Result<NetworkEndpoint> {
-    for ip in set.candidates(cursor).take(PROBES_BEFORE_LIST) {
-        if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
-            info!(%ip, "claimed");
-            return Ok(*ep);
-        }
-        debug!(%ip, "taken; next candidate");
+    if let Some(ep) = probe(store, conf, who, set, cursor, claimed).await? {
+        return Ok(ep);
     }
-
-    let started = Instant::now();
-    let deadline = started + conf.wait_for_release;
     let mut logged_wait = false;
     let mut checked_vanished = false;
     let mut rounds = 0;
     loop {
-        let view = store.list_pool(&conf.pool).await?;
-        let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
-        for ip in set.candidates(cursor).filter(|ip| !used.contains(ip)) {
-            if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
-                if logged_wait {
-                    info!(%ip, waited_ms = started.elapsed().as_millis() as u64, "claimed after waiting for a release");
-                } else {
-                    info!(%ip, "claimed");
-                }
-                return Ok(*ep);
-            }
-        }
-        // Nothing free in this set.
         rounds += 1;
+        let view = store.list_pool(&conf.pool).await?;
+        if let Some(ep) = claim_free(store, conf, who, set, cursor, &view, claimed).await? {
+            if logged_wait {
+                info!(ip = %ep.spec.ip, waited_ms = deadline.waited().as_millis() as u64, "claimed after waiting for a release");
+            }
+            return Ok(ep);
+        }
         let in_set: Vec<&PoolEntry> = view.entries.iter().filter(|e| set.is_usable(e.ip)).collect();
-        let past_deadline = Instant::now() >= deadline;
-        let now = Timestamp::now().as_second();
-        let force_after = i64::try_from(conf.force_release_after.as_secs()).unwrap_or(i64::MAX);
-        let age = |e: &PoolEntry| e.releasing_since.as_ref().map_or(0, |t| now - t.0.as_second());
-        let (stuck, younger): (Vec<&PoolEntry>, Vec<&PoolEntry>) =
-            in_set.iter().copied().filter(|e| e.releasing_since.is_some()).partition(|e| age(e) >= force_after);
+        let releases = Releases::of(&in_set, store.server_now(), conf.force_release_after);
 
-        // Bounded release: take an IP whose finalizers outlived forceReleaseAfter,
-        // but only when no younger release can serve this ADD.
-        if let Some(victim) = stuck.iter().max_by_key(|e| age(e))
-            && (younger.is_empty() || past_deadline)
+        // Bounded release: only when no younger release can serve this ADD
+        // within its wait (or the wait is over).
+        if let Some(victim) = releases.oldest_stuck()
+            && (releases.young.is_empty() || deadline.passed())
             && rounds <= MAX_ROUNDS
         {
-            if store.force_release(victim).await? {
-                warn!(
-                    ip = %victim.ip,
-                    finalizers = ?victim.finalizers,
-                    releasing_for_s = age(victim),
-                    "forced release: finalizers did not answer within forceReleaseAfter"
-                );
-                let note = format!(
-                    "IP {} of pool {} released by force after {}s: finalizers {:?} did not answer within forceReleaseAfter ({}s)",
-                    victim.ip,
-                    conf.pool,
-                    age(victim),
-                    victim.finalizers,
-                    conf.force_release_after.as_secs()
-                );
-                store.record_event(endpoint_ref(victim), REASON_FORCED_RELEASE, note.clone(), true).await;
-                if let Some(pod) = &who.pod {
-                    store.record_event(pod_ref(pod), REASON_FORCED_RELEASE, note, true).await;
-                }
-            }
-            if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, victim.ip)).await? {
-                info!(ip = %victim.ip, "claimed a force-released address");
-                return Ok(*ep);
+            if let Some(ep) = force_stuck(store, conf, who, set, victim, claimed).await? {
+                return Ok(ep);
             }
             continue;
         }
 
-        // Leases of nodes that no longer exist are released when their IPs are needed.
         if !checked_vanished {
             checked_vanished = true;
-            if reclaim_vanished(store, who, &in_set).await? > 0 {
+            if reclaim_vanished(store, conf, who, local, &in_set).await? > 0 {
                 continue;
             }
         }
 
-        let releasing = younger.len() + stuck.len();
-        if releasing == 0 || past_deadline || rounds > MAX_ROUNDS {
-            return Err(Error::PoolExhausted(Box::new(exhaustion(conf, set, &view, started.elapsed()))));
+        if deadline.passed() || rounds > MAX_ROUNDS {
+            return Err(Error::PoolExhausted(Box::new(exhaustion(conf, set, &view, deadline.waited()))));
         }
         if !logged_wait {
-            let ex = exhaustion(conf, set, &view, started.elapsed());
+            let ex = exhaustion(conf, set, &view, deadline.waited());
             warn!(
                 pool = %conf.pool,
-                releasing,
+                releasing = ex.releasing,
                 waiting_on = ?ex.waiting_on,
                 wait_for_release_ms = conf.wait_for_release.as_millis() as u64,
-                "pool full: waiting for a release in progress"
+                "pool full: waiting for a release to begin and finish"
             );
             logged_wait = true;
         }
-        // Wake up in time to force a stuck release once the younger ones had their chance.
-        let mut wait = deadline.saturating_duration_since(Instant::now());
-        if let Some(secs) = younger.iter().map(|e| force_after.saturating_sub(age(e))).min() {
-            wait = wait.min(Duration::from_secs(u64::try_from(secs).unwrap_or(0) + 1));
-        }
+        // Wake up in time to force a stuck release once the young ones had their chance.
+        let wait = releases.next_stuck_in().map_or(deadline.remaining(), |d| d.min(deadline.remaining()));
         match store.wait_for_release(&conf.pool, &view.resource_version, wait).await? {
             Release::Freed(ip) if set.is_usable(ip) => {
-                if let Claim::Created(ep) = store.create(&lease_object(conf, who, set, ip)).await? {
-                    info!(%ip, waited_ms = started.elapsed().as_millis() as u64, "claimed a just-released address");
-                    return Ok(*ep);
+                if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
+                    info!(%ip, waited_ms = deadline.waited().as_millis() as u64, "claimed a just-released address");
+                    return Ok(ep);
                 }
             }
             Release::Freed(_) | Release::Restart | Release::TimedOut => {}
@@ -395,14 +359,165 @@ async fn claim_one<S: Store>(
     }
 }
 
+/// Creates the lease of `ip`: `Some` if it is ours now, `None` if taken.
+/// A failure whose outcome is unknown marks the ADD for a sweep on rollback.
+async fn try_claim<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    ip: IpAddr,
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    match store.create(&lease_object(conf, who, set, ip)).await {
+        Ok(Claim::Created(ep)) => {
+            claimed.leases.push((*ep).clone());
+            Ok(Some(*ep))
+        }
+        Ok(Claim::Taken) => Ok(None),
+        Err(e) => {
+            // Refused outright (403, 422) means nothing was written; anything else may have been.
+            claimed.ambiguous |= !matches!(e, Error::ApiDenied { .. } | Error::CrdMissing);
+            Err(e)
+        }
+    }
+}
+
+/// Phase 1: creates at up to [`PROBES_BEFORE_LIST`] candidates after the cursor.
+async fn probe<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    cursor: Option<IpAddr>,
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    for ip in set.candidates(cursor).take(PROBES_BEFORE_LIST) {
+        if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
+            info!(%ip, "claimed");
+            return Ok(Some(ep));
+        }
+        debug!(%ip, "taken; next candidate");
+    }
+    Ok(None)
+}
+
+/// Phase 2: creates at the addresses the list shows free, in candidate order.
+async fn claim_free<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    cursor: Option<IpAddr>,
+    view: &PoolView,
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
+    for ip in set.candidates(cursor).filter(|ip| !used.contains(ip)) {
+        if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
+            info!(%ip, "claimed from the pool list");
+            return Ok(Some(ep));
+        }
+    }
+    Ok(None)
+}
+
+/// The releases in progress in a range set, split by their own bound.
+struct Releases<'a> {
+    /// Releases older than their bound, with their (lower-bound) age.
+    stuck: Vec<(&'a PoolEntry, Duration)>,
+    /// Younger releases, with the time left until they become stuck.
+    young: Vec<(&'a PoolEntry, Duration)>,
+}
+
+impl<'a> Releases<'a> {
+    /// Splits the releasing entries. A lease's own stamped bound wins over
+    /// `default_bound` (this network's config), which serves only leases of
+    /// older versions. Without a server time nothing counts as stuck.
+    fn of(in_set: &[&'a PoolEntry], now: Option<Timestamp>, default_bound: Duration) -> Self {
+        let mut stuck = Vec::new();
+        let mut young = Vec::new();
+        for e in in_set.iter().copied() {
+            let Some(since) = &e.releasing_since else { continue };
+            let bound = e.force_release_after.unwrap_or(default_bound);
+            let age = now.and_then(|n| crate::store::elapsed_at_least(n, since)).unwrap_or(Duration::ZERO);
+            if now.is_some() && age >= bound {
+                stuck.push((e, age));
+            } else {
+                young.push((e, bound.saturating_sub(age)));
+            }
+        }
+        Self { stuck, young }
+    }
+
+    fn oldest_stuck(&self) -> Option<(&'a PoolEntry, Duration)> {
+        self.stuck.iter().max_by_key(|(_, age)| *age).copied()
+    }
+
+    /// How long until the first young release becomes stuck (plus a margin
+    /// for the whole-second timestamps).
+    fn next_stuck_in(&self) -> Option<Duration> {
+        self.young.iter().map(|(_, left)| *left).min().map(|d| d + Duration::from_millis(200))
+    }
+}
+
+/// Removes the finalizers of a release that outlived its bound, records why,
+/// and claims its address.
+async fn force_stuck<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    (victim, age): (&PoolEntry, Duration),
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    let bound = victim.force_release_after.unwrap_or(conf.force_release_after);
+    if store.force_release(victim).await? {
+        warn!(
+            ip = %victim.ip,
+            finalizers = ?victim.finalizers,
+            releasing_for_ms = age.as_millis() as u64,
+            bound = %netendpoint_crd::duration::format(bound),
+            "forced release: finalizers did not answer within forceReleaseAfter"
+        );
+        let note = format!(
+            "IP {} of pool {} released by force after {:.1}s: finalizers {:?} did not answer within forceReleaseAfter ({})",
+            victim.ip,
+            conf.pool,
+            age.as_secs_f64(),
+            victim.finalizers,
+            netendpoint_crd::duration::format(bound),
+        );
+        store.record_event(endpoint_ref(victim), REASON_FORCED_RELEASE, note.clone(), true).await;
+        if let Some(pod) = &who.pod {
+            store.record_event(pod_ref(pod), REASON_FORCED_RELEASE, note, true).await;
+        }
+    }
+    let ep = try_claim(store, conf, who, set, victim.ip, claimed).await?;
+    if ep.is_some() {
+        info!(ip = %victim.ip, "claimed a force-released address");
+    }
+    Ok(ep)
+}
+
 /// Rounds of list-and-try before an ADD gives up, whatever the deadline says.
 const MAX_ROUNDS: usize = 64;
 
-/// Requests release of live leases whose node object is gone. Only acts when
-/// the plugin's own node is registered, so that a node-name mismatch (e.g.
-/// hostname versus Node name) can never make live leases look orphaned.
-/// Finalizers are honoured as after DEL.
-async fn reclaim_vanished<S: Store>(store: &S, who: &Attachment, in_set: &[&PoolEntry]) -> Result<usize> {
+/// The kind of sightings kept for vanished nodes.
+const SIGHTINGS_VANISHED: &str = "vanished-node";
+
+/// Requests release of live leases whose node has been absent for
+/// `vanishedNodeGrace`, seen by two invocations on this node. Acts only when
+/// the plugin's own node is registered, so a node-name mismatch can never
+/// make live leases look orphaned. Time is the API server's. Finalizers are
+/// honoured as after DEL. Returns the number of leases whose release was requested.
+async fn reclaim_vanished<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    local: &LocalState,
+    in_set: &[&PoolEntry],
+) -> Result<usize> {
     if !in_set.iter().any(|e| e.releasing_since.is_none()) {
         return Ok(0);
     }
@@ -417,14 +532,46 @@ async fn reclaim_vanished<S: Store>(store: &S, who: &Attachment, in_set: &[&Pool
         debug!(node = %who.node, "own node is not registered; not reclaiming leases of vanished nodes");
         return Ok(0);
     }
+    let Some(now) = store.server_now() else { return Ok(0) };
     let known: std::collections::HashSet<String> = nodes.iter().map(|n| label_value(n)).collect();
+    let absent: std::collections::BTreeSet<&str> = in_set
+        .iter()
+        .filter(|e| e.releasing_since.is_none() && !e.node.is_empty() && !known.contains(&e.node))
+        .map(|e| e.node.as_str())
+        .collect();
+    let before = local.sightings(SIGHTINGS_VANISHED);
+    let now_s = now.as_second();
+    let mut seen = BTreeMap::new();
+    let mut gone = Vec::new();
+    for node in absent {
+        match before.get(node) {
+            // Seen absent by an earlier invocation, long enough ago (whole seconds: one more to be safe).
+            Some(first) if now_s.saturating_sub(*first).saturating_sub(1) >= secs(conf.vanished_node_grace) => {
+                gone.push(node);
+            }
+            Some(first) => {
+                seen.insert(node.to_string(), *first);
+            }
+            None => {
+                info!(node, grace = %netendpoint_crd::duration::format(conf.vanished_node_grace),
+                    "leases held by a node that is not registered; reclaimed if it stays absent");
+                seen.insert(node.to_string(), now_s);
+            }
+        }
+    }
+    local.save_sightings(SIGHTINGS_VANISHED, &seen);
     let mut reclaimed = 0;
-    for e in in_set.iter().filter(|e| e.releasing_since.is_none() && !e.node.is_empty() && !known.contains(&e.node)) {
-        warn!(ip = %e.ip, node = %e.node, "node no longer exists: releasing its lease");
+    for e in in_set.iter().filter(|e| e.releasing_since.is_none() && gone.contains(&e.node.as_str())) {
+        warn!(ip = %e.ip, node = %e.node, "node absent for vanishedNodeGrace: releasing its lease");
         store.delete_entry(e).await?;
         reclaimed += 1;
     }
     Ok(reclaimed)
+}
+
+/// Whole seconds of a (capped) duration, rounded up.
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs() + u64::from(d.subsec_nanos() > 0)).unwrap_or(i64::MAX)
 }
 
 fn endpoint_ref(e: &PoolEntry) -> ObjectReference {
@@ -473,9 +620,19 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
     local.forget(&who.container_id, &who.if_name);
     let eps = match store.find_by_container(&who.container_id).await {
         Ok(eps) => eps,
+        // A 404 on the collection may mean the CRD is gone, or a proxy or a
+        // wrong server path: only discovery can tell, and only "not served"
+        // makes DEL a no-op (there can be no lease to release).
         Err(Error::CrdMissing) => {
-            warn!("NetworkEndpoint CRD not installed: nothing to release");
-            return Ok(());
+            return match store.crd_installed().await? {
+                false => {
+                    warn!("NetworkEndpoint CRD not installed (discovery): nothing to release");
+                    Ok(())
+                }
+                true => Err(Error::Inconsistent(
+                    "listing NetworkEndpoints answered 404 although discovery serves them".into(),
+                )),
+            };
         }
         Err(e) => return Err(e),
     };
@@ -492,7 +649,7 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
             Err(e) => errors.push(e),
         }
     }
-    if errors.is_empty() { Ok(()) } else { Err(Error::Many(errors)) }
+    Error::collect(errors)
 }
 
 /// CNI CHECK: the attachment's leases exist, are not releasing, and match `prev`.
@@ -516,4 +673,336 @@ pub async fn check<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, pre
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Decisions of ADD and DEL, as tables over [`MemStore`] on tokio's paused clock.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::memstore::{Fault, MemStore};
+    use serde_json::json;
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const FIN: &str = "test.example/agent";
+
+    fn conf(subnet: &str, extra: serde_json::Value) -> IpamConfig {
+        let mut ipam = json!({"ranges": [[{"subnet": subnet}]], "pool": "p", "waitForRelease": "10s"});
+        for (k, v) in extra.as_object().unwrap() {
+            ipam[k] = v.clone();
+        }
+        IpamConfig::parse(&ipam, "net").unwrap()
+    }
+
+    fn who(cid: &str) -> Attachment {
+        Attachment {
+            container_id: cid.into(),
+            if_name: "eth0".into(),
+            node: "n1".into(),
+            pod: Some(PodIdentity { namespace: "default".into(), name: format!("pod-{cid}"), uid: String::new() }),
+        }
+    }
+
+    fn scratch(name: &str) -> (LocalState, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("netendpoint-cmd-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (LocalState::new(&dir, "p"), dir)
+    }
+
+    /// Leases every usable address of `c`'s first range set to container `held-<i>` on `node`.
+    fn fill(store: &MemStore, c: &IpamConfig, node: &str) -> Vec<String> {
+        let set = &c.range_sets[0];
+        set.candidates(None)
+            .enumerate()
+            .map(|(i, ip)| {
+                let mut w = who(&format!("held-{i}"));
+                w.node = node.into();
+                let ep = lease_object(c, &w, set, ip);
+                let name = ep.metadata.name.clone().unwrap();
+                store.insert(ep);
+                name
+            })
+            .collect()
+    }
+
+    fn ip_of(r: &IpamResult) -> String {
+        r.ips[0].address.addr().to_string()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_add_is_one_create_and_stamps_network_and_bound() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/29", json!({"forceReleaseAfter": "90s"}));
+        let r = add(&store, &c, &who("c1"), &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&r), "10.0.0.2");
+        assert_eq!((store.calls("create"), store.calls("get_node")), (1, 1));
+        let ep = store.object("p.10.0.0.2").unwrap();
+        assert_eq!(ep.spec.network.as_deref(), Some("net"));
+        assert_eq!(ep.spec.force_release_after.as_deref(), Some("90s"));
+        assert_eq!(ep.metadata.labels.unwrap()[LABEL_NETWORK], "net");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unregistered_node_gets_no_lease_and_a_registered_one_is_checked_once() {
+        let store = MemStore::new(T0, &[]);
+        let (local, dir) = scratch("node");
+        let c = conf("10.0.0.0/29", json!({}));
+        let e = add(&store, &c, &who("c1"), &local).await.unwrap_err();
+        assert_eq!(e.code(), 107, "{e}");
+        assert!(e.to_string().contains("\"n1\""), "{e}");
+        assert!(store.objects().is_empty());
+        store.set_node("n1", true);
+        add(&store, &c, &who("c2"), &local).await.unwrap();
+        add(&store, &c, &who("c3"), &local).await.unwrap();
+        assert_eq!(store.calls("get_node"), 2, "the positive answer is cached on the node");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn six_taken_candidates_switch_to_one_pool_list() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/28", json!({}));
+        let set = &c.range_sets[0];
+        for ip in set.candidates(None).take(PROBES_BEFORE_LIST + 2) {
+            store.insert(lease_object(&c, &who("other"), set, ip));
+        }
+        let r = add(&store, &c, &who("c1"), &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&r), "10.0.0.10");
+        assert_eq!(store.calls("create"), PROBES_BEFORE_LIST + 1);
+        assert_eq!(store.calls("list_pool"), 1);
+    }
+
+    /// Forced release: (bound stamped on the lease, this ADD's bound, release age when the ADD
+    /// comes, whether it may be forced).
+    #[tokio::test(start_paused = true)]
+    async fn forced_release_follows_the_leases_own_bound_on_the_servers_clock() {
+        let cases = [
+            ("30s", "30s", 5, false),  // young: never forced, the ADD waits and fails
+            ("30s", "30s", 40, true),  // stuck: forced
+            ("1h", "1s", 40, false),   // the lease's own bound wins over a smaller one elsewhere
+            ("2s", "1h", 5, true),     // and a smaller stamped bound is honoured
+            ("1500ms", "1h", 2, true), // sub-second bounds are not truncated
+        ];
+        for (stamped, mine, age, forced) in cases {
+            let store = MemStore::new(T0, &["n1"]);
+            let holder_conf = conf("10.0.0.0/30", json!({"forceReleaseAfter": stamped, "finalizers": [FIN]}));
+            let name = fill(&store, &holder_conf, "n1").remove(0);
+            store.release(&name);
+            tokio::time::advance(Duration::from_secs(age)).await;
+            let c = conf("10.0.0.0/30", json!({"forceReleaseAfter": mine, "waitForRelease": "3s"}));
+            let res = add(&store, &c, &who("new"), &LocalState::none()).await;
+            let case = format!("stamped {stamped}, mine {mine}, age {age}s");
+            if forced {
+                assert_eq!(ip_of(&res.unwrap()), "10.0.0.2", "{case}");
+                let ev = store.events();
+                assert!(
+                    ev.iter().any(|(r, n)| r == "NetworkEndpoint/ForcedRelease" && n.contains(FIN)),
+                    "{case}: {ev:?}"
+                );
+                assert!(ev.iter().any(|(r, _)| r == "Pod/ForcedRelease"), "{case}");
+            } else {
+                let e = res.unwrap_err();
+                assert_eq!(e.code(), 100, "{case}: {e}");
+                let held = store.object(&name).unwrap();
+                assert_eq!(held.metadata.finalizers.unwrap(), [FIN], "{case}: finalizer kept");
+                assert!(store.events().iter().all(|(r, _)| !r.ends_with("ForcedRelease")), "{case}");
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_that_becomes_stuck_during_the_wait_is_forced_then() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/30", json!({"forceReleaseAfter": "4s", "finalizers": [FIN], "waitForRelease": "20s"}));
+        let name = fill(&store, &c, "n1").remove(0);
+        store.release(&name);
+        let started = tokio::time::Instant::now();
+        let r = add(&store, &c, &who("new"), &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&r), "10.0.0.2");
+        let waited = started.elapsed();
+        // Never before the bound (plus the whole-second rounding of deletionTimestamp).
+        assert!(waited >= Duration::from_secs(4), "forced after {waited:?}");
+        assert!(waited < Duration::from_secs(7), "forced after {waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_pool_waits_for_a_release_that_has_not_begun_yet() {
+        let store = std::sync::Arc::new(MemStore::new(T0, &["n1"]));
+        let c = conf("10.0.0.0/29", json!({"waitForRelease": "5s"}));
+        let names = fill(&store, &c, "n1");
+        let late = store.clone();
+        let victim = names[2].clone();
+        // The old pod's DEL comes 1.5 s after the replacement's ADD, as under kubelet.
+        let del = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            late.release(&victim);
+        });
+        let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&r), "10.0.0.4");
+        del.await.unwrap();
+        // And with no release at all, the same clear exhaustion error after the wait.
+        let e = add(&*store, &c, &who("other"), &LocalState::none()).await.unwrap_err();
+        assert_eq!(e.code(), 100);
+        assert!(e.to_string().contains("5 of 5 IPs in use"), "{e}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_vanished_nodes_lease_is_reclaimed_only_after_two_sightings_and_the_grace() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("vanished");
+        let c = conf("10.0.0.0/30", json!({"waitForRelease": "1s", "vanishedNodeGrace": "60s"}));
+        fill(&store, &c, "gone-node");
+        // First sighting: recorded, nothing released.
+        assert_eq!(add(&store, &c, &who("a"), &local).await.unwrap_err().code(), 100);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        // Second sighting, but within the grace: nothing released.
+        assert_eq!(add(&store, &c, &who("b"), &local).await.unwrap_err().code(), 100);
+        assert_eq!(store.objects().len(), 1);
+        tokio::time::advance(Duration::from_secs(40)).await;
+        let r = add(&store, &c, &who("c"), &local).await.unwrap();
+        assert_eq!(ip_of(&r), "10.0.0.2");
+        assert_eq!(store.objects()[0].spec.container_id, "c");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_node_that_comes_back_restarts_its_grace_and_an_unregistered_self_reclaims_nothing() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("comeback");
+        let c = conf("10.0.0.0/30", json!({"waitForRelease": "1s", "vanishedNodeGrace": "60s"}));
+        fill(&store, &c, "flaky");
+        assert!(add(&store, &c, &who("a"), &local).await.is_err());
+        tokio::time::advance(Duration::from_secs(30)).await;
+        store.set_node("flaky", true);
+        assert!(add(&store, &c, &who("b"), &local).await.is_err());
+        store.set_node("flaky", false);
+        tokio::time::advance(Duration::from_secs(40)).await;
+        assert!(add(&store, &c, &who("c"), &local).await.is_err(), "absent for 40 s since it came back");
+        assert_eq!(store.objects()[0].spec.node, "flaky");
+        // A plugin whose own node is not registered never judges other nodes.
+        let (local2, dir2) = scratch("comeback-self");
+        let mut stranger = who("d");
+        stranger.node = "n1".into();
+        local2.mark_node_verified("n1");
+        store.set_node("n1", false);
+        for _ in 0..2 {
+            tokio::time::advance(Duration::from_secs(120)).await;
+            assert!(add(&store, &c, &stranger, &local2).await.is_err());
+        }
+        assert_eq!(store.objects()[0].spec.node, "flaky");
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = std::fs::remove_dir_all(dir2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_second_range_set_rolls_back_the_first() {
+        let store = MemStore::new(T0, &["n1"]);
+        let ipam = json!({"ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/126"}]], "pool": "p", "waitForRelease": "1s"});
+        let c = IpamConfig::parse(&ipam, "net").unwrap();
+        let set6 = &c.range_sets[1];
+        for ip in set6.candidates(None) {
+            store.insert(lease_object(&c, &who("v6-holder"), set6, ip));
+        }
+        let e = add(&store, &c, &who("c1"), &LocalState::none()).await.unwrap_err();
+        assert_eq!(e.code(), 100);
+        assert!(store.objects().iter().all(|ep| ep.spec.container_id == "v6-holder"), "the IPv4 claim was released");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_create_whose_answer_was_lost_is_found_and_released() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/29", json!({}));
+        store.lose_creates(1);
+        let e = add(&store, &c, &who("c1"), &LocalState::none()).await.unwrap_err();
+        assert_eq!(e.code(), 101, "{e}");
+        assert!(store.objects().is_empty(), "the ambiguous create was swept");
+        assert_eq!(store.calls("list_container"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_repeated_add_returns_the_same_lease_and_del_releases_only_its_own() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("repeat");
+        let c = conf("10.0.0.0/29", json!({"finalizers": [FIN]}));
+        let first = add(&store, &c, &who("c1"), &local).await.unwrap();
+        let again = add(&store, &c, &who("c1"), &local).await.unwrap();
+        assert_eq!(first, again);
+        assert_eq!(store.objects().len(), 1);
+        // A stale DEL from another sandbox frees nothing.
+        del(&store, &c, &who("old-sandbox"), &local).await.unwrap();
+        assert!(!store.objects()[0].is_releasing());
+        del(&store, &c, &who("c1"), &local).await.unwrap();
+        del(&store, &c, &who("c1"), &local).await.unwrap();
+        assert!(store.objects()[0].is_releasing(), "held by the finalizer until the agent acks");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn del_decides_crd_missing_from_discovery_only() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/29", json!({}));
+        store.serve_crd(false);
+        del(&store, &c, &who("c1"), &LocalState::none()).await.unwrap();
+        assert_eq!(store.calls("discovery"), 1);
+        // A 404 on the list while discovery serves the CRD is an error, and the runtime retries.
+        let lying = MemStore::new(T0, &["n1"]);
+        lying.serve_crd(false);
+        let e = del_with_discovery(&lying, &c).await;
+        assert_eq!(e.map_err(|e| e.code()), Err(105));
+        let _ = Fault::Denied;
+    }
+
+    /// DEL against a store whose list says 404 but whose discovery serves the CRD.
+    async fn del_with_discovery(store: &MemStore, c: &IpamConfig) -> Result<()> {
+        struct Lying<'a>(&'a MemStore);
+        impl Store for Lying<'_> {
+            fn server_now(&self) -> Option<Timestamp> {
+                self.0.server_now()
+            }
+            async fn node_exists(&self, n: &str) -> Result<bool> {
+                self.0.node_exists(n).await
+            }
+            async fn crd_installed(&self) -> Result<bool> {
+                Ok(true)
+            }
+            async fn probe(&self) -> Result<()> {
+                self.0.probe().await
+            }
+            async fn find_by_container(&self, c: &str) -> Result<Vec<NetworkEndpoint>> {
+                self.0.find_by_container(c).await
+            }
+            async fn get(&self, n: &str) -> Result<Option<NetworkEndpoint>> {
+                self.0.get(n).await
+            }
+            async fn find_by_node(&self, n: &str) -> Result<Vec<NetworkEndpoint>> {
+                self.0.find_by_node(n).await
+            }
+            async fn create(&self, ep: &NetworkEndpoint) -> Result<Claim> {
+                self.0.create(ep).await
+            }
+            async fn list_pool(&self, p: &str) -> Result<PoolView> {
+                self.0.list_pool(p).await
+            }
+            async fn wait_for_release(&self, p: &str, rv: &str, t: Duration) -> Result<Release> {
+                self.0.wait_for_release(p, rv, t).await
+            }
+            async fn delete(&self, ep: &NetworkEndpoint) -> Result<()> {
+                self.0.delete(ep).await
+            }
+            async fn delete_entry(&self, e: &PoolEntry) -> Result<()> {
+                self.0.delete_entry(e).await
+            }
+            async fn force_release(&self, e: &PoolEntry) -> Result<bool> {
+                self.0.force_release(e).await
+            }
+            async fn node_names(&self) -> Result<std::collections::HashSet<String>> {
+                self.0.node_names().await
+            }
+            async fn record_event(&self, r: ObjectReference, reason: &str, note: String, w: bool) {
+                self.0.record_event(r, reason, note, w).await
+            }
+        }
+        del(&Lying(store), c, &who("c1"), &LocalState::none()).await
+    }
 }

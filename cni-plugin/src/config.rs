@@ -12,6 +12,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use serde_json::Value;
 
+use netendpoint_crd::duration;
+
 use crate::allocator::{Range, RangeSet};
 use crate::error::{Error, Result};
 use crate::protocol::Route;
@@ -24,26 +26,57 @@ pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/netendpoint";
 pub const DEFAULT_WAIT_FOR_RELEASE: Duration = Duration::from_secs(10);
 /// Default of `ipam.forceReleaseAfter`.
 pub const DEFAULT_FORCE_RELEASE_AFTER: Duration = Duration::from_secs(600);
+/// Default of `ipam.nodeNameFile`: where the installer writes the node name
+/// it gets from the downward API.
+pub const DEFAULT_NODE_NAME_FILE: &str = "/etc/cni/net.d/netendpoint.d/nodename";
+/// Default of `ipam.timeout`, the deadline of one invocation. kubelet gives
+/// the runtime 2 minutes per sandbox request (`--runtime-request-timeout`),
+/// so the plugin answers, and cleans up, well before that.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest `ipam.timeout`: below kubelet's 2-minute request timeout.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(110);
+/// Part of `ipam.timeout` kept back for cleanup after the deadline: an ADD
+/// that runs out of time still removes what it claimed.
+pub const CLEANUP_RESERVE: Duration = Duration::from_secs(5);
+/// Default of `ipam.vanishedNodeGrace`.
+pub const DEFAULT_VANISHED_NODE_GRACE: Duration = Duration::from_secs(300);
+/// Default of `ipam.gcGrace`.
+pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(120);
+/// Largest `forceReleaseAfter`, `vanishedNodeGrace` and `gcGrace`: 30 days.
+pub const MAX_BOUND: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// The validated IPAM configuration.
 #[derive(Debug, Clone)]
 pub struct IpamConfig {
     /// Pool name; the network name unless `ipam.pool` is set. A DNS-1123 subdomain.
     pub pool: String,
+    /// The CNI network name (the configuration's `name`), recorded in each lease.
+    pub network: String,
     /// One entry per range set; ADD takes one address from each.
     pub range_sets: Vec<RangeSet>,
     /// Routes returned in the result.
     pub routes: Vec<Route>,
     /// Path of the kubeconfig the plugin authenticates with.
     pub kubeconfig: PathBuf,
-    /// Node name from config; the environment and hostname are consulted later.
+    /// Node name from config; the node-name file, the environment and the
+    /// hostname are consulted later.
     pub node_name: Option<String>,
+    /// File holding the node name, written by the installer.
+    pub node_name_file: PathBuf,
     /// Finalizers attached to every endpoint at creation.
     pub finalizers: Vec<String>,
     /// How long finalizers may hold a released IP before an ADD that needs it may remove them.
     pub force_release_after: Duration,
-    /// How long an ADD in a full pool waits for a release in progress.
+    /// How long an ADD in a full pool waits for a release to begin and finish.
     pub wait_for_release: Duration,
+    /// Deadline of one invocation, cleanup included.
+    pub timeout: Duration,
+    /// How long a lease's node must have been absent, seen twice, before an
+    /// ADD that needs the IP releases the lease.
+    pub vanished_node_grace: Duration,
+    /// How old a lease must be, and how long since GC first found it stale,
+    /// before GC releases it.
+    pub gc_grace: Duration,
     /// Logging.
     pub log: LogConfig,
     /// Directory of the per-node round-robin cursor.
@@ -76,10 +109,14 @@ struct RawIpam {
     pool: Option<String>,
     kubeconfig: Option<PathBuf>,
     node_name: Option<String>,
+    node_name_file: Option<PathBuf>,
     #[serde(default)]
     finalizers: Vec<String>,
     force_release_after: Option<String>,
     wait_for_release: Option<String>,
+    timeout: Option<String>,
+    vanished_node_grace: Option<String>,
+    gc_grace: Option<String>,
     #[serde(default)]
     log: LogConfig,
     data_dir: Option<PathBuf>,
@@ -172,17 +209,58 @@ impl IpamConfig {
         {
             return Err(Error::config("ipam.nodeName", "must not be empty when set"));
         }
+        let timeout = bounded("ipam.timeout", raw.timeout.as_deref(), DEFAULT_TIMEOUT, MAX_TIMEOUT)?;
+        if timeout < CLEANUP_RESERVE * 2 {
+            return Err(Error::config(
+                "ipam.timeout",
+                &format!(
+                    "{:?} is too short: at least {}",
+                    raw.timeout.unwrap_or_default(),
+                    duration::format(CLEANUP_RESERVE * 2)
+                ),
+            ));
+        }
+        let max_wait = timeout.saturating_sub(CLEANUP_RESERVE * 2);
+        let wait_for_release = bounded(
+            "ipam.waitForRelease",
+            raw.wait_for_release.as_deref(),
+            DEFAULT_WAIT_FOR_RELEASE.min(max_wait),
+            max_wait,
+        )
+        .map_err(|e| match e {
+            Error::InvalidConfig { field, reason } => Error::InvalidConfig {
+                field,
+                reason: format!(
+                    "{reason} (it must leave 10s of ipam.timeout, {}, for the rest of ADD)",
+                    duration::format(timeout)
+                ),
+            },
+            other => other,
+        })?;
         Ok(Self {
             pool,
+            network: network.to_string(),
             range_sets,
             routes,
             kubeconfig: raw.kubeconfig.unwrap_or_else(|| DEFAULT_KUBECONFIG.into()),
             node_name: raw.node_name,
+            node_name_file: raw.node_name_file.unwrap_or_else(|| DEFAULT_NODE_NAME_FILE.into()),
             finalizers: raw.finalizers,
-            force_release_after: parse_opt_duration("ipam.forceReleaseAfter", raw.force_release_after.as_deref())?
-                .unwrap_or(DEFAULT_FORCE_RELEASE_AFTER),
-            wait_for_release: parse_opt_duration("ipam.waitForRelease", raw.wait_for_release.as_deref())?
-                .unwrap_or(DEFAULT_WAIT_FOR_RELEASE),
+            force_release_after: bounded(
+                "ipam.forceReleaseAfter",
+                raw.force_release_after.as_deref(),
+                DEFAULT_FORCE_RELEASE_AFTER,
+                MAX_BOUND,
+            )?,
+            wait_for_release,
+            timeout,
+            vanished_node_grace: bounded(
+                "ipam.vanishedNodeGrace",
+                raw.vanished_node_grace.as_deref(),
+                DEFAULT_VANISHED_NODE_GRACE,
+                MAX_BOUND,
+            )?,
+            gc_grace: bounded("ipam.gcGrace", raw.gc_grace.as_deref(), DEFAULT_GC_GRACE, MAX_BOUND)?,
             log: raw.log,
             data_dir: raw.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
         })
@@ -263,41 +341,20 @@ fn is_qualified_finalizer(f: &str) -> bool {
     }
 }
 
-/// Parses a Go-style duration (`500ms`, `30s`, `5m`, `1h30m`). Plain numbers are seconds.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    if let Ok(secs) = s.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
-        let (num, tail) = rest.split_at(digits);
-        let value: f64 = num.parse().ok()?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
-        let (unit, next) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += Duration::try_from_secs_f64(value * scale).ok()?;
-        rest = next;
-    }
-    Some(total)
-}
+/// Re-exported: the one duration grammar (`500ms`, `30s`, `5m`, `1h30m`).
+pub use netendpoint_crd::duration::parse as parse_duration;
 
-fn parse_opt_duration(field: &str, s: Option<&str>) -> Result<Option<Duration>> {
-    s.map(|v| {
-        parse_duration(v)
-            .ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))
-    })
-    .transpose()
+/// Reads the duration field `field`: `default` when absent, a code 7 error
+/// when it does not parse or exceeds `max`. Capping every duration here is
+/// what keeps all later time arithmetic in range.
+fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
+    let Some(v) = s else { return Ok(default) };
+    let d = parse_duration(v)
+        .ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))?;
+    if d > max {
+        return Err(Error::config(field, &format!("{v:?} is longer than the maximum {}", duration::format(max))));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -398,13 +455,25 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("45"), Some(Duration::from_secs(45)));
-        assert_eq!(parse_duration(""), None);
-        assert_eq!(parse_duration("5 minutes"), None);
-        assert_eq!(parse_duration("-1s"), None);
+    fn durations_are_capped_so_no_time_arithmetic_can_overflow() {
+        let base = || json!({"ranges": [[{"subnet": "10.0.0.0/24"}]]});
+        let huge = "18446744073709551615";
+        for field in ["waitForRelease", "forceReleaseAfter", "timeout", "vanishedNodeGrace", "gcGrace"] {
+            let mut c = base();
+            c[field] = json!(huge);
+            let msg = err_of(c);
+            assert!(msg.contains(&format!("ipam.{field}")) && msg.contains("maximum"), "{msg}");
+        }
+        let mut c = base();
+        c["timeout"] = json!("20s");
+        c["waitForRelease"] = json!("15s");
+        let msg = err_of(c);
+        assert!(msg.contains("ipam.waitForRelease") && msg.contains("ipam.timeout"), "{msg}");
+        let mut c = base();
+        c["timeout"] = json!("1s");
+        assert!(err_of(c).contains("too short"));
+        let ok = parse(base()).unwrap();
+        assert_eq!((ok.timeout, ok.wait_for_release), (DEFAULT_TIMEOUT, DEFAULT_WAIT_FOR_RELEASE));
+        assert_eq!(ok.network, "mynet");
     }
 }

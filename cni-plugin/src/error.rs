@@ -110,6 +110,28 @@ pub enum Error {
     /// STATUS: the plugin cannot serve an ADD now (code 50).
     #[error("not ready: {0}")]
     NotReady(Box<Error>),
+    /// The node name is not a registered Node object (code 107). Leases under
+    /// such a name would look like leases of a vanished node to every other
+    /// node, so none is created.
+    #[error(
+        "node {node:?} is not a registered Node: refusing to lease IPs under it (set ipam.nodeName, or check the node-name file the installer writes)"
+    )]
+    NodeNotRegistered {
+        /// The node name the plugin resolved.
+        node: String,
+    },
+    /// The API server contradicted itself (code 105).
+    #[error("API server answers are inconsistent: {0}")]
+    Inconsistent(String),
+    /// The invocation ran past `ipam.timeout` (code 11, "try again later").
+    /// Whatever an ADD had claimed was released first.
+    #[error("{command} did not finish within ipam.timeout ({after:.1?}); try again later")]
+    DeadlineExceeded {
+        /// The CNI command.
+        command: &'static str,
+        /// How long it ran.
+        after: Duration,
+    },
 }
 
 /// Why a range set has no IP to give, in figures.
@@ -161,6 +183,9 @@ impl Error {
         match self {
             Self::IncompatibleVersion { .. } | Self::CommandNotInVersion { .. } => 1,
             Self::InvalidEnv { .. } => 4,
+            Self::DeadlineExceeded { .. } => 11,
+            Self::NodeNotRegistered { .. } => 107,
+            Self::Inconsistent(_) => 105,
             Self::Io { .. } => 5,
             Self::Decode { .. } => 6,
             Self::InvalidConfig { .. } => 7,
@@ -173,6 +198,15 @@ impl Error {
             Self::Api { .. } => 105,
             Self::CheckFailed(_) => 106,
             Self::Many(errs) => errs.first().map_or(105, Error::code),
+        }
+    }
+
+    /// `Ok` when `errors` is empty; otherwise every error, in order.
+    pub fn collect(mut errors: Vec<Error>) -> Result<()> {
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(Self::Many(errors)),
         }
     }
 

@@ -16,6 +16,9 @@ pub mod commands;
 pub mod config;
 pub mod error;
 pub mod lifecycle;
+pub mod local;
+#[cfg(test)]
+mod memstore;
 pub mod protocol;
 pub mod store;
 
@@ -23,13 +26,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tracing::{Instrument, error, info_span};
+use tracing::{Instrument, error, info_span, warn};
 
-use crate::commands::{Attachment, LocalState};
-use crate::config::IpamConfig;
+use crate::commands::Attachment;
+use crate::config::{CLEANUP_RESERVE, IpamConfig};
 pub use crate::error::{Error, Result};
+use crate::local::LocalState;
 use crate::protocol::{CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
-use crate::store::KubeStore;
+use crate::store::{KubeStore, ServerClock};
 
 /// What the binary prints on stdout, and its exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +64,21 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
     if inv.command == Command::Version {
         return Ok(Some(protocol::version_info()));
     }
+    let res = dispatch_network(&inv, env, stdin);
+    // STATUS answers only with the spec's STATUS codes: whatever stops this
+    // plugin from serving ADDs (bad config or credentials included) is 50.
+    match (inv.command, res) {
+        (Command::Status, Err(e @ Error::NotReady(_))) => Err(e),
+        (Command::Status, Err(e)) => Err(Error::NotReady(Box::new(e))),
+        (_, res) => res,
+    }
+}
+
+fn dispatch_network(
+    inv: &Invocation,
+    env: &HashMap<String, String>,
+    stdin: &[u8],
+) -> Result<Option<serde_json::Value>> {
     let net = NetConf::parse(stdin)?;
     if inv.command.since() > net.version {
         return Err(Error::CommandNotInVersion { command: inv.command.as_str(), version: net.version.as_str() });
@@ -77,6 +96,7 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
         "cni",
         command = ?inv.command,
         pool = %conf.pool,
+        network = %conf.network,
         container_id = %who.container_id,
         if_name = %who.if_name,
         node = %who.node,
@@ -87,41 +107,91 @@ fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_
         path: String::new(),
         source,
     })?;
-    rt.block_on(
-        async move {
-            let store = KubeStore::new(kube_client(&conf).await?);
-            match inv.command {
-                Command::Add => {
-                    let cursor = LocalState::new(&conf.data_dir, &conf.pool);
-                    let result: IpamResult = commands::add(&store, &conf, &who, &cursor).await?;
-                    Ok(Some(result.encode(net.version)))
-                }
-                Command::Del => {
-                    let local = LocalState::new(&conf.data_dir, &conf.pool);
-                    commands::del(&store, &conf, &who, &local).await.map(|()| None)
-                }
-                Command::Check => {
-                    let prev =
-                        net.prev_result.as_ref().ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;
-                    let addrs = IpamResult::addresses_of(prev)?;
-                    commands::check(&store, &conf, &who, &addrs).await.map(|()| None)
-                }
-                Command::Status => lifecycle::status(&store, &conf).await.map(|()| None),
-                Command::Gc => {
-                    let valid = net.valid_attachments.clone().unwrap_or_default();
-                    lifecycle::gc(&store, &conf, &who.node, &valid).await.map(|()| None)
-                }
-                Command::Version => Ok(Some(protocol::version_info())),
-            }
-        }
-        .instrument(span),
-    )
+    let local = LocalState::new(&conf.data_dir, &conf.pool);
+    rt.block_on(run_command(inv.command, &net, &conf, &who, &local).instrument(span))
 }
 
-/// The node name: `ipam.nodeName`, then `NODE_NAME` / `KUBERNETES_NODE_NAME`, then the hostname.
+/// Runs one command against the API server within `ipam.timeout`. When the
+/// deadline passes, an ADD first releases whatever it may have claimed (in
+/// the time kept back for cleanup), then the invocation fails with code 11.
+async fn run_command(
+    command: Command,
+    net: &NetConf,
+    conf: &IpamConfig,
+    who: &Attachment,
+    local: &LocalState,
+) -> Result<Option<serde_json::Value>> {
+    let clock = ServerClock::default();
+    let work_time = conf.timeout.saturating_sub(CLEANUP_RESERVE);
+    let work = async {
+        let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
+        match command {
+            Command::Add => {
+                let result: IpamResult = commands::add(&store, conf, who, local).await?;
+                Ok(Some(result.encode(net.version)))
+            }
+            Command::Del => commands::del(&store, conf, who, local).await.map(|()| None),
+            Command::Check => {
+                let prev =
+                    net.prev_result.as_ref().ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;
+                let addrs = IpamResult::addresses_of(prev)?;
+                commands::check(&store, conf, who, &addrs).await.map(|()| None)
+            }
+            Command::Status => {
+                let now = k8s_openapi::jiff::Timestamp::now().as_second();
+                lifecycle::status(&store, conf, local, now).await.map(|()| None)
+            }
+            Command::Gc => {
+                lifecycle::gc(&store, conf, &who.node, net.valid_attachments.as_deref(), local).await.map(|()| None)
+            }
+            Command::Version => Ok(Some(protocol::version_info())),
+        }
+    };
+    let Ok(res) = tokio::time::timeout(work_time, work).await else {
+        let err = Error::DeadlineExceeded { command: command.as_str(), after: work_time };
+        error!(timeout_ms = conf.timeout.as_millis() as u64, "{err}");
+        if command != Command::Add {
+            return Err(err);
+        }
+        let cleanup = async {
+            let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
+            commands::sweep_unrecorded(&store, conf, who, local).await
+        };
+        return match tokio::time::timeout(CLEANUP_RESERVE, cleanup).await {
+            Ok(Ok(())) => Err(err),
+            Ok(Err(e)) => Err(Error::Many(vec![err, e])),
+            Err(_) => {
+                warn!("cleanup after the deadline did not finish; the runtime's DEL will release what is left");
+                Err(err)
+            }
+        };
+    };
+    res
+}
+
+/// The node name: `ipam.nodeName`, then the node-name file the installer
+/// writes from the downward API (`ipam.nodeNameFile`), then `NODE_NAME` /
+/// `KUBERNETES_NODE_NAME`, then the hostname. ADD refuses any of them that
+/// is not a registered Node (see `commands::add`).
 fn node_name(conf: &IpamConfig, env: &HashMap<String, String>) -> Result<String> {
     if let Some(n) = &conf.node_name {
         return Ok(n.clone());
+    }
+    match std::fs::read_to_string(&conf.node_name_file) {
+        Ok(text) => {
+            let n = text.trim();
+            if !netendpoint_crd::is_dns1123_subdomain(n) {
+                return Err(Error::config(
+                    "ipam.nodeNameFile",
+                    &format!("{} holds {:?}, which is not a node name", conf.node_name_file.display(), truncate(n)),
+                ));
+            }
+            return Ok(n.to_string());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(Error::Io { what: "node-name file", path: conf.node_name_file.display().to_string(), source });
+        }
     }
     for var in ["NODE_NAME", "KUBERNETES_NODE_NAME"] {
         if let Some(n) = env.get(var).filter(|n| !n.is_empty()) {
@@ -135,7 +205,12 @@ fn node_name(conf: &IpamConfig, env: &HashMap<String, String>) -> Result<String>
         .ok_or_else(|| Error::config("ipam.nodeName", "is not set and the hostname cannot be read"))
 }
 
-async fn kube_client(conf: &IpamConfig) -> Result<kube::Client> {
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+/// A client for `ipam.kubeconfig` whose responses feed `clock`.
+async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Client> {
     let path = conf.kubeconfig.display().to_string();
     let bad = |reason: String| Error::Kubeconfig { path: path.clone(), reason };
     let kc = Kubeconfig::read_from(&conf.kubeconfig).map_err(|e| bad(e.to_string()))?;
@@ -143,9 +218,15 @@ async fn kube_client(conf: &IpamConfig) -> Result<kube::Client> {
         .await
         .map_err(|e| bad(e.to_string()))?;
     cfg.connect_timeout = Some(Duration::from_secs(5));
-    cfg.read_timeout = Some(conf.wait_for_release.max(Duration::from_secs(25)) + Duration::from_secs(5));
+    cfg.read_timeout = Some(conf.timeout);
     cfg.write_timeout = Some(Duration::from_secs(30));
-    kube::Client::try_from(cfg).map_err(|e| bad(e.to_string()))
+    let layer = tower::util::MapResponseLayer::new(move |resp: http::Response<Box<kube::client::DynBody>>| {
+        if let Some(date) = resp.headers().get(http::header::DATE).and_then(|d| d.to_str().ok()) {
+            clock.observe(date);
+        }
+        resp
+    });
+    Ok(kube::client::ClientBuilder::try_from(cfg).map_err(|e| bad(e.to_string()))?.with_layer(&layer).build())
 }
 
 /// Installs the global subscriber: to `log.file` if set (default level

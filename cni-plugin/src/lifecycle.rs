@@ -1,56 +1,297 @@
 //! STATUS and GC (CNI 1.1.0).
+//!
+//! Both are called by the runtime on its own schedule, not for one pod, so
+//! both are built to do no harm: STATUS fails only when no ADD on this node
+//! can succeed (containerd turns a STATUS failure into NetworkReady=false and
+//! kubelet marks the whole node NotReady), and GC releases a lease only on
+//! evidence seen twice, after a grace period, inside its own network.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
-use tracing::info;
+use tracing::{debug, info, warn};
 
 use crate::config::IpamConfig;
-use crate::error::{Error, Exhaustion, Result};
+use crate::error::{Error, Result};
+use crate::local::{LocalState, StatusState};
 use crate::protocol::Attachment;
-use crate::store::Store;
+use crate::store::{Store, elapsed_at_least};
 
-/// CNI STATUS: `Ok` when an ADD can be served now. Otherwise a code 50 error
-/// saying why: API server unreachable or refusing, CRD missing, or a range
-/// set with no free address and nothing releasing.
-pub async fn status<S: Store>(store: &S, conf: &IpamConfig) -> Result<()> {
-    let view = store.list_pool(&conf.pool).await.map_err(|e| Error::NotReady(Box::new(e)))?;
-    for set in &conf.range_sets {
-        let in_set: Vec<_> = view.entries.iter().filter(|e| set.is_usable(e.ip)).collect();
-        let releasing = in_set.iter().filter(|e| e.releasing_since.is_some()).count();
-        if in_set.len() as u128 >= set.capacity() && releasing == 0 {
-            return Err(Error::NotReady(Box::new(Error::PoolExhausted(Box::new(Exhaustion {
-                pool: conf.pool.clone(),
-                capacity: set.capacity(),
-                in_use: in_set.len(),
-                releasing: 0,
-                waiting_on: Vec::new(),
-                waited: std::time::Duration::ZERO,
-            })))));
+/// How long a successful STATUS is reused without asking the API server
+/// again. containerd asks every 5 s on every node.
+pub const STATUS_CACHE: Duration = Duration::from_secs(10);
+
+/// How long the API server may be unreachable before STATUS reports the
+/// node not ready. One blip, or an API server rollout, must not flap every
+/// node's Ready condition.
+pub const STATUS_UNREACHABLE_WINDOW: Duration = Duration::from_secs(60);
+
+/// CNI STATUS: `Ok` unless no ADD on this node can succeed.
+///
+/// Makes at most one small request (a list of one NetworkEndpoint's
+/// metadata), and none while a success younger than [`STATUS_CACHE`] is
+/// remembered. Never lists the pool: a full pool is not a reason to refuse
+/// new pods, since ADD itself waits for a release or reports exhaustion.
+/// Fails (code 50) when the credentials are refused, the CRD is missing, or
+/// the API server has been unreachable for longer than
+/// [`STATUS_UNREACHABLE_WINDOW`]. `now` is this node's Unix time in seconds:
+/// reachability is this node's own observation, with no server to ask.
+pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, now: i64) -> Result<()> {
+    let key = conf.kubeconfig.as_path();
+    let state = local.status_state(key);
+    if state.failing_since.is_none()
+        && state.last_ok.is_some_and(|t| (0..secs(STATUS_CACHE)).contains(&now.saturating_sub(t)))
+    {
+        debug!("STATUS: recent success reused");
+        return Ok(());
+    }
+    match store.probe().await {
+        Ok(()) => {
+            local.save_status_state(key, StatusState { last_ok: Some(now), failing_since: None });
+            Ok(())
+        }
+        Err(e @ Error::ApiUnreachable { .. }) => {
+            let since = state.failing_since.unwrap_or(now);
+            local.save_status_state(key, StatusState { last_ok: state.last_ok, failing_since: Some(since) });
+            if now.saturating_sub(since) >= secs(STATUS_UNREACHABLE_WINDOW) {
+                Err(Error::NotReady(Box::new(e)))
+            } else {
+                warn!(error = %e, unreachable_for_s = now.saturating_sub(since), "STATUS: API server unreachable; still ready within the window");
+                Ok(())
+            }
+        }
+        Err(e) => {
+            local.save_status_state(key, StatusState { last_ok: state.last_ok, failing_since: None });
+            Err(Error::NotReady(Box::new(e)))
         }
     }
-    Ok(())
 }
 
-/// CNI GC: requests deletion of this node's leases in this pool whose
-/// attachment is not in `valid`. Other nodes' leases are never looked at.
-/// Finalizers still gate the release, exactly as after DEL. Every failure is
-/// reported, after all deletions were tried.
-pub async fn gc<S: Store>(store: &S, conf: &IpamConfig, node: &str, valid: &[Attachment]) -> Result<()> {
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// The kind of sightings kept for GC.
+const SIGHTINGS_GC: &str = "gc";
+
+/// CNI GC: requests deletion of this node's leases of this network and pool
+/// whose attachment is not in `valid`.
+///
+/// - `valid` is `cni.dev/valid-attachments`. When the runtime sent none
+///   (absent or `null`), GC releases nothing: "no list" is not "nothing is
+///   valid". An empty array does mean that nothing is valid.
+/// - Only leases whose `spec.network` is this network are considered; leases
+///   without a network (older versions) are left to DEL.
+/// - A lease is released only when an earlier GC on this node also found it
+///   stale (same UID), and it is at least `gcGrace` old by the API server's
+///   clock, so that an ADD that finished after the runtime took its list is
+///   never undone.
+/// - Finalizers still gate the release, exactly as after DEL. Every failure
+///   is reported, after all deletions were tried.
+pub async fn gc<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    node: &str,
+    valid: Option<&[Attachment]>,
+    local: &LocalState,
+) -> Result<()> {
+    let Some(valid) = valid else {
+        warn!("GC without cni.dev/valid-attachments: releasing nothing");
+        return Ok(());
+    };
     let keep: HashSet<(&str, &str)> = valid.iter().map(|a| (a.container_id.as_str(), a.ifname.as_str())).collect();
+    let leases = store.find_by_node(node).await?;
+    let now = store.server_now();
+    let before = local.sightings(SIGHTINGS_GC);
+    let mut seen = BTreeMap::new();
     let mut errors = Vec::new();
-    for ep in store.find_by_node(node).await? {
-        if ep.spec.node != node || ep.spec.pool != conf.pool || ep.is_releasing() {
+    for ep in leases {
+        let ours = ep.spec.node == node
+            && ep.spec.pool == conf.pool
+            && ep.spec.network.as_deref() == Some(conf.network.as_str())
+            && !ep.is_releasing();
+        if !ours || keep.contains(&(ep.spec.container_id.as_str(), ep.spec.if_name.as_str())) {
             continue;
         }
-        if keep.contains(&(ep.spec.container_id.as_str(), ep.spec.if_name.as_str())) {
+        let Some(uid) = ep.metadata.uid.clone() else { continue };
+        let old_enough = match (now, &ep.metadata.creation_timestamp) {
+            (Some(now), Some(created)) => elapsed_at_least(now, created).unwrap_or(Duration::ZERO) >= conf.gc_grace,
+            _ => false,
+        };
+        let Some(first) = before.get(&uid).copied() else {
+            debug!(ip = %ep.spec.ip, container_id = %ep.spec.container_id, "GC: stale lease seen; released if still stale next time");
+            seen.insert(uid, now.map_or(0, |n| n.as_second()));
+            continue;
+        };
+        if !old_enough {
+            seen.insert(uid, first);
             continue;
         }
         match store.delete(&ep).await {
             Ok(()) => {
                 info!(ip = %ep.spec.ip, container_id = %ep.spec.container_id, "GC: release requested for a stale lease")
             }
-            Err(e) => errors.push(e),
+            Err(e) => {
+                seen.insert(uid, first);
+                errors.push(e);
+            }
         }
     }
-    if errors.is_empty() { Ok(()) } else { Err(Error::Many(errors)) }
+    local.save_sightings(SIGHTINGS_GC, &seen);
+    Error::collect(errors)
+}
+
+#[cfg(test)]
+mod tests {
+    //! STATUS and GC decisions over [`MemStore`] on tokio's paused clock.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::commands::{self, Attachment as Who};
+    use crate::memstore::{Fault, MemStore};
+    use serde_json::json;
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+
+    fn conf(network: &str, extra: serde_json::Value) -> IpamConfig {
+        let mut ipam = json!({"ranges": [[{"subnet": "10.0.0.0/29"}]], "pool": "shared", "waitForRelease": "1s", "gcGrace": "60s"});
+        for (k, v) in extra.as_object().unwrap() {
+            ipam[k] = v.clone();
+        }
+        IpamConfig::parse(&ipam, network).unwrap()
+    }
+
+    fn who(cid: &str, ifname: &str) -> Who {
+        Who { container_id: cid.into(), if_name: ifname.into(), node: "n1".into(), pod: None }
+    }
+
+    fn valid(list: &[(&str, &str)]) -> Vec<Attachment> {
+        list.iter().map(|(c, i)| Attachment { container_id: c.to_string(), ifname: i.to_string() }).collect()
+    }
+
+    fn scratch(name: &str) -> (LocalState, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("netendpoint-life-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (LocalState::new(&dir, "shared"), dir)
+    }
+
+    fn live(store: &MemStore) -> Vec<(String, String)> {
+        store
+            .objects()
+            .into_iter()
+            .filter(|e| !e.is_releasing())
+            .map(|e| (e.spec.container_id, e.spec.if_name))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gc_of_one_network_never_touches_another_network_in_the_same_pool() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("networks");
+        let (x, y) = (conf("net-x", json!({})), conf("net-y", json!({})));
+        commands::add(&store, &x, &who("c", "eth0"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &y, &who("c", "net1"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &y, &who("dead", "net1"), &LocalState::none()).await.unwrap();
+        tokio::time::advance(Duration::from_secs(120)).await;
+        for _ in 0..3 {
+            gc(&store, &y, "n1", Some(&valid(&[("c", "net1")])), &local).await.unwrap();
+        }
+        let mut left = live(&store);
+        left.sort();
+        assert_eq!(left, [("c".to_string(), "eth0".to_string()), ("c".to_string(), "net1".to_string())]);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gc_releases_only_on_two_sightings_of_an_old_enough_lease() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("sightings");
+        let c = conf("net", json!({}));
+        commands::add(&store, &c, &who("dead", "eth0"), &LocalState::none()).await.unwrap();
+        // The runtime took its list before this ADD finished: GC must not undo it.
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        assert_eq!(live(&store).len(), 1, "younger than gcGrace");
+        tokio::time::advance(Duration::from_secs(61)).await;
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        assert!(live(&store).is_empty(), "old enough, and seen stale before");
+        // A fresh stale lease, old enough, still needs a second sighting.
+        commands::add(&store, &c, &who("dead2", "eth0"), &LocalState::none()).await.unwrap();
+        tokio::time::advance(Duration::from_secs(61)).await;
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        assert_eq!(live(&store).len(), 1, "first sighting");
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        assert!(live(&store).is_empty());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gc_without_a_list_releases_nothing() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("null");
+        let c = conf("net", json!({}));
+        commands::add(&store, &c, &who("c", "eth0"), &LocalState::none()).await.unwrap();
+        tokio::time::advance(Duration::from_secs(120)).await;
+        for _ in 0..3 {
+            gc(&store, &c, "n1", None, &local).await.unwrap();
+        }
+        assert_eq!(live(&store).len(), 1);
+        assert_eq!(store.calls("list_node"), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gc_honours_finalizers() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("fin");
+        let c = conf("net", json!({"finalizers": ["a.example/x"]}));
+        commands::add(&store, &c, &who("dead", "eth0"), &LocalState::none()).await.unwrap();
+        tokio::time::advance(Duration::from_secs(120)).await;
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        let ep = store.objects().remove(0);
+        assert!(ep.is_releasing(), "release requested");
+        store.ack(ep.metadata.name.as_deref().unwrap(), "a.example/x");
+        assert!(store.objects().is_empty(), "gone once the agent acknowledged");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// STATUS: (fault, seconds since the fault began, expected code).
+    #[tokio::test(start_paused = true)]
+    async fn status_fails_only_when_no_add_can_succeed() {
+        let cases = [
+            (None, 0, None),
+            (Some(Fault::Denied), 0, Some(50)),
+            (Some(Fault::CrdMissing), 0, Some(50)),
+            (Some(Fault::Unreachable), 0, None),
+            (Some(Fault::Unreachable), 59, None),
+            (Some(Fault::Unreachable), 60, Some(50)),
+        ];
+        for (fault, after, want) in cases {
+            let store = MemStore::new(T0, &["n1"]);
+            let (local, dir) = scratch("status");
+            store.fail_probe(fault);
+            let c = conf("net", json!({}));
+            let _ = status(&store, &c, &local, 1000).await;
+            let got = status(&store, &c, &local, 1000 + after).await.err().map(|e| e.code());
+            assert_eq!(got, want, "{fault:?} for {after}s");
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn status_of_a_full_pool_is_ready_and_cheap() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("cheap");
+        let c = conf("net", json!({"ranges": [[{"subnet": "10.0.0.0/30"}]]}));
+        commands::add(&store, &c, &who("c", "eth0"), &LocalState::none()).await.unwrap();
+        let before = store.total_calls();
+        for t in 0..6 {
+            status(&store, &c, &local, 1000 + t * 5).await.unwrap();
+        }
+        assert_eq!(store.calls("list_pool"), 0, "STATUS never lists the pool");
+        // Every 5 s for 30 s: a success is reused for 10 s, so one probe per 10 s.
+        assert_eq!(store.total_calls() - before, 3);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

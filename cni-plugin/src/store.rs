@@ -8,17 +8,21 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use netendpoint_crd::{FIELD_CONTAINER_ID, FIELD_NODE, LABEL_NODE, LABEL_POOL, NetworkEndpoint};
-use tracing::warn;
+use netendpoint_crd::{
+    ANNOTATION_FORCE_RELEASE_AFTER, FIELD_CONTAINER_ID, FIELD_NODE, GROUP, LABEL_NODE, LABEL_POOL, NetworkEndpoint,
+};
+use tracing::{debug, warn};
 
 use crate::error::{Error, Result};
 
@@ -48,6 +52,9 @@ pub struct PoolEntry {
     pub releasing_since: Option<Time>,
     /// Finalizers still on the object.
     pub finalizers: Vec<String>,
+    /// The lease's own forced-release bound, stamped at creation (absent on
+    /// leases of older versions).
+    pub force_release_after: Option<Duration>,
 }
 
 /// A consistent snapshot of a pool.
@@ -70,10 +77,64 @@ pub enum Release {
     Restart,
 }
 
+/// The API server's clock, as read from the `Date` header of its responses.
+///
+/// [`ServerClock::now`] is a lower bound of the server's time: the last
+/// `Date` seen (whole seconds, rounded down) plus the time elapsed since, on
+/// this node's monotonic clock. A node whose wall clock is wrong therefore
+/// never makes a lease look older than it is.
+#[derive(Debug, Clone, Default)]
+pub struct ServerClock(Arc<Mutex<Option<(Timestamp, Instant)>>>);
+
+impl ServerClock {
+    /// Records a response's `Date` header (RFC 9110 IMF-fixdate).
+    pub fn observe(&self, date: &str) {
+        let Ok(ts) = k8s_openapi::jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(date) else {
+            return debug!(date, "unparsable Date header");
+        };
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some((ts, Instant::now()));
+        }
+    }
+
+    /// Sets the clock to `ts` now (tests).
+    pub fn set(&self, ts: Timestamp) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some((ts, Instant::now()));
+        }
+    }
+
+    /// A lower bound of the server's time now; `None` before any response.
+    pub fn now(&self) -> Option<Timestamp> {
+        let (ts, at) = (*self.0.lock().ok()?)?;
+        SignedDuration::try_from(at.elapsed()).ok().and_then(|d| ts.checked_add(d).ok())
+    }
+}
+
+/// How long ago `since` (a whole-second API timestamp, rounded down) was, at
+/// least, when the server's time is at least `now`. `None` if `since` is in
+/// the future. Always an under-estimate, so a bound compared against it is
+/// never reached early.
+pub fn elapsed_at_least(now: Timestamp, since: &Time) -> Option<Duration> {
+    // `since` is the true instant rounded down, so the instant is before since + 1 s.
+    let d = now.duration_since(since.0).checked_sub(SignedDuration::from_secs(1))?;
+    Duration::try_from(d).ok()
+}
+
 /// The lease operations the commands need. Implemented for Kubernetes by
 /// [`KubeStore`], and in memory by the unit tests.
 #[allow(async_fn_in_trait)]
 pub trait Store {
+    /// A lower bound of the API server's time now (see [`ServerClock`]);
+    /// `None` when no response was seen yet.
+    fn server_now(&self) -> Option<Timestamp>;
+    /// True if a Node object named `name` exists.
+    async fn node_exists(&self, name: &str) -> Result<bool>;
+    /// True if the API server serves the NetworkEndpoint API (discovery).
+    async fn crd_installed(&self) -> Result<bool>;
+    /// One small request that proves the API server answers, accepts the
+    /// plugin's credentials and serves the CRD (STATUS).
+    async fn probe(&self) -> Result<()>;
     /// Leases whose `spec.containerID` is `container_id`.
     async fn find_by_container(&self, container_id: &str) -> Result<Vec<NetworkEndpoint>>;
     /// The lease named `name`, if it exists.
@@ -104,12 +165,13 @@ pub trait Store {
 #[derive(Clone)]
 pub struct KubeStore {
     api: Api<NetworkEndpoint>,
+    clock: ServerClock,
 }
 
 impl KubeStore {
-    /// A store using `client`.
-    pub fn new(client: Client) -> Self {
-        Self { api: Api::all(client) }
+    /// A store using `client`, whose responses feed `clock` (see [`ServerClock`]).
+    pub fn new(client: Client, clock: ServerClock) -> Self {
+        Self { api: Api::all(client), clock }
     }
 
     async fn list_by_field(&self, field: &str, value: &str, what: &str) -> Result<Vec<NetworkEndpoint>> {
@@ -123,6 +185,39 @@ impl KubeStore {
 }
 
 impl Store for KubeStore {
+    fn server_now(&self) -> Option<Timestamp> {
+        self.clock.now()
+    }
+
+    async fn node_exists(&self, name: &str) -> Result<bool> {
+        let nodes: Api<Node> = Api::all(self.api.clone().into_client());
+        nodes
+            .get_metadata_opt(name)
+            .await
+            .map(|n| n.is_some())
+            .map_err(|e| Error::from_kube(format!("get node {name}"), e))
+    }
+
+    async fn crd_installed(&self) -> Result<bool> {
+        let client = self.api.clone().into_client();
+        let path = format!("/apis/{GROUP}/v1alpha1");
+        let req = http::Request::get(&path)
+            .body(Vec::new())
+            .map_err(|e| Error::Decode { what: "discovery request", reason: e.to_string() })?;
+        match client.request::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>(req).await {
+            Ok(list) => Ok(list.resources.iter().any(|r| r.name == "networkendpoints")),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(Error::from_kube(format!("discover {path}"), e)),
+        }
+    }
+
+    async fn probe(&self) -> Result<()> {
+        self.api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::from_kube("list one NetworkEndpoint", e))
+    }
     async fn find_by_container(&self, container_id: &str) -> Result<Vec<NetworkEndpoint>> {
         self.list_by_field(FIELD_CONTAINER_ID, container_id, "container").await
     }
@@ -160,6 +255,12 @@ impl Store for KubeStore {
                     resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
                     node: m.metadata.labels.as_ref().and_then(|l| l.get(LABEL_NODE)).cloned().unwrap_or_default(),
                     ip,
+                    force_release_after: m
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
+                        .and_then(|v| netendpoint_crd::duration::parse(v)),
                     releasing_since: m.metadata.deletion_timestamp,
                     finalizers: m.metadata.finalizers.unwrap_or_default(),
                 })
@@ -261,5 +362,31 @@ impl KubeStore {
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
             Err(e) => Err(Error::from_kube(format!("delete NetworkEndpoint {name}"), e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn server_clock_reads_the_date_header() {
+        let clock = ServerClock::default();
+        assert_eq!(clock.now(), None);
+        clock.observe("Wed, 02 Dec 2026 21:52:40 GMT");
+        let now = clock.now().unwrap();
+        assert_eq!(now.as_second(), "2026-12-02T21:52:40Z".parse::<Timestamp>().unwrap().as_second());
+        clock.observe("not a date");
+        assert_eq!(clock.now().unwrap().as_second(), now.as_second());
+    }
+
+    #[test]
+    fn elapsed_is_a_lower_bound() {
+        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        let since = Time(t("2026-01-01T00:00:00Z"));
+        // 10.9 s after a timestamp rounded down from up to 0.999 s later: at least 9.9 s.
+        assert_eq!(elapsed_at_least(t("2026-01-01T00:00:10.9Z"), &since), Some(Duration::from_millis(9900)));
+        assert_eq!(elapsed_at_least(t("2026-01-01T00:00:00.5Z"), &since), None);
     }
 }

@@ -30,6 +30,12 @@ pub const LABEL_POD_NAME: &str = "netendpoint.dev/pod-name";
 pub const LABEL_POD_UID: &str = "netendpoint.dev/pod-uid";
 /// Label carrying the IP family, `"4"` or `"6"`.
 pub const LABEL_IP_FAMILY: &str = "netendpoint.dev/ip-family";
+/// Label carrying the CNI network name (`spec.network`), so that GC of one
+/// network never selects another network's leases in a shared pool.
+pub const LABEL_NETWORK: &str = "netendpoint.dev/network";
+/// Annotation mirroring `spec.forceReleaseAfter`, so that a metadata-only
+/// list of a pool sees each lease's own bound.
+pub const ANNOTATION_FORCE_RELEASE_AFTER: &str = "netendpoint.dev/force-release-after";
 
 /// Field path, usable in field selectors, of the sandbox's container ID.
 pub const FIELD_CONTAINER_ID: &str = "spec.containerID";
@@ -77,6 +83,7 @@ pub const REASON_POOL_EXHAUSTED: &str = "PoolExhausted";
     ),
     printcolumn(name = "Container", type_ = "string", json_path = ".spec.containerID", priority = 1),
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.pool", priority = 1),
+    printcolumn(name = "Network", type_ = "string", json_path = ".spec.network", priority = 1),
     selectable = ".spec.containerID",
     selectable = ".spec.node"
 )]
@@ -102,6 +109,18 @@ pub struct NetworkEndpointSpec {
     /// The Pod the sandbox belongs to, when the runtime said so in CNI_ARGS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<PodRef>,
+    /// The CNI network (the network configuration's `name`) that created the
+    /// lease. GC for a network only ever touches its own leases, even when
+    /// several networks share one pool. Absent on leases of older versions,
+    /// which GC leaves alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// How long this lease's finalizers may hold a release before an ADD that
+    /// needs the IP may remove them (`ipam.forceReleaseAfter` when the lease
+    /// was created, e.g. `600s`, `1500ms`). Stamped at creation, so that a
+    /// network or a rollout with a smaller bound never forces it early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_release_after: Option<String>,
 }
 
 /// Identity of the Pod behind a sandbox. Informational only: there is no
@@ -225,6 +244,50 @@ fn fnv1a32(data: &[u8]) -> u32 {
     data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
+/// The one duration grammar of netendpoint: the CNI config, the installer
+/// and the agent all read durations with [`duration::parse`].
+pub mod duration {
+    use std::time::Duration;
+
+    /// Parses a Go-style duration (`500ms`, `30s`, `5m`, `1h30m`, `1.5s`).
+    /// A plain number is seconds. Units: `ms`, `s`, `m`, `h`. Returns `None`
+    /// for anything else, including negative values and values that do not
+    /// fit a [`Duration`].
+    pub fn parse(s: &str) -> Option<Duration> {
+        if let Ok(secs) = s.parse::<u64>() {
+            return Some(Duration::from_secs(secs));
+        }
+        if s.is_empty() {
+            return None;
+        }
+        let mut total = Duration::ZERO;
+        let mut rest = s;
+        while !rest.is_empty() {
+            let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+            let (num, tail) = rest.split_at(digits);
+            let value: f64 = num.parse().ok()?;
+            let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+            let (unit, next) = tail.split_at(unit_len);
+            let scale = match unit {
+                "ms" => 0.001,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return None,
+            };
+            total = total.checked_add(Duration::try_from_secs_f64(value * scale).ok()?)?;
+            rest = next;
+        }
+        Some(total)
+    }
+
+    /// Writes `d` so that [`parse`] reads it back exactly to the millisecond:
+    /// `600s` for whole seconds, `1500ms` otherwise.
+    pub fn format(d: Duration) -> String {
+        if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
+    }
+}
+
 /// The CRD manifest as YAML, exactly as `crdgen` writes it to `deploy/crd.yaml`.
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;
@@ -317,6 +380,29 @@ mod tests {
         for odd in ["-lead", "trail-", "a/b", "ünïcode", "::", "__"] {
             assert!(is_label_value(&label_value(odd)), "{odd}");
         }
+    }
+
+    #[test]
+    fn durations_parse_and_format_round_trip() {
+        use std::time::Duration;
+        let cases = [
+            ("500ms", Some(500)),
+            ("1h30m", Some(5_400_000)),
+            ("1.5s", Some(1500)),
+            ("45", Some(45_000)),
+            ("", None),
+            ("5 minutes", None),
+            ("-1s", None),
+            ("1d", None),
+        ];
+        for (text, ms) in cases {
+            assert_eq!(duration::parse(text), ms.map(Duration::from_millis), "{text}");
+        }
+        for d in [Duration::from_secs(600), Duration::from_millis(1500), Duration::ZERO] {
+            assert_eq!(duration::parse(&duration::format(d)), Some(d));
+        }
+        // Far too large values are refused, not wrapped or panicked on.
+        assert_eq!(duration::parse("99999999999999999999h"), None);
     }
 
     #[test]

@@ -144,8 +144,38 @@ pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&s
             container_id: container.into(),
             node: node.into(),
             pod: Some(PodRef { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() }),
+            network: Some(pool.into()),
+            force_release_after: None,
         },
     }
+}
+
+/// Registers a Node object named `name` (metadata only), once per test
+/// process. The plugin refuses to create leases for a node that is not
+/// registered, so every node name a test uses must exist.
+pub fn ensure_node(name: &str) {
+    static DONE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap();
+    if done.iter().any(|n| n == name) {
+        return;
+    }
+    let manifest = format!("{{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{{\"name\":\"{name}\"}}}}");
+    let mut child = Command::new(repo_root().join("tests/bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(manifest.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "register node {name}: {}", String::from_utf8_lossy(&out.stderr));
+    done.push(name.to_string());
 }
 
 /// Directory holding the reference CNI plugins and cnitool.
@@ -246,9 +276,30 @@ pub fn invoke(command: &str, conf: &serde_json::Value, env: &[(&str, &str)]) -> 
 
 /// Like [`invoke`] with raw stdin bytes.
 pub fn invoke_raw(command: &str, stdin: &[u8], env: &[(&str, &str)]) -> (bool, serde_json::Value, String) {
+    invoke_wrapped(&[], command, stdin, env)
+}
+
+/// Like [`invoke_raw`], with the plugin started through `wrapper` (e.g.
+/// `["faketime", "-f", "+1h"]` to run it with a node clock that is off).
+pub fn invoke_wrapped(
+    wrapper: &[&str],
+    command: &str,
+    stdin: &[u8],
+    env: &[(&str, &str)],
+) -> (bool, serde_json::Value, String) {
     use std::io::Write;
-    let mut cmd = Command::new(plugin_bin());
+    let mut cmd = match wrapper.split_first() {
+        Some((prog, args)) => {
+            let mut c = Command::new(prog);
+            c.args(args).arg(plugin_bin());
+            c
+        }
+        None => Command::new(plugin_bin()),
+    };
     cmd.env_clear().env("CNI_COMMAND", command).env("CNI_PATH", cni_path());
+    if let Ok(path) = std::env::var("PATH") {
+        cmd.env("PATH", path);
+    }
     let defaults: HashMap<&str, &str> = [("CNI_NETNS", "/run/netns/none"), ("CNI_IFNAME", "eth0")].into();
     for (k, v) in &defaults {
         if !env.iter().any(|(ek, _)| ek == k) {
@@ -272,6 +323,7 @@ pub fn invoke_raw(command: &str, stdin: &[u8], env: &[(&str, &str)]) -> (bool, s
 
 /// A netendpoint IPAM section for `pool` with `ranges`, pointing at the test server.
 pub fn ipam(pool: &str, ranges: serde_json::Value) -> serde_json::Value {
+    ensure_node("node-a");
     serde_json::json!({
         "type": "netendpoint",
         "pool": pool,
@@ -281,6 +333,30 @@ pub fn ipam(pool: &str, ranges: serde_json::Value) -> serde_json::Value {
         "dataDir": std::env::temp_dir().join("netendpoint-test-data"),
         "waitForRelease": "3s",
     })
+}
+
+/// A network `pool` of plugin type netendpoint (spec 1.1.0) whose `ipam`
+/// is [`ipam`] with the keys of `extra` set over it. A `nodeName` in `extra`
+/// is registered as a Node.
+pub fn net_conf(pool: &str, ranges: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    let mut ipam = ipam(pool, ranges);
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        ipam[k] = v.clone();
+    }
+    if let Some(node) = extra.get("nodeName").and_then(serde_json::Value::as_str) {
+        ensure_node(node);
+    }
+    serde_json::json!({"cniVersion": "1.1.0", "name": pool, "type": "netendpoint", "ipam": ipam})
+}
+
+/// The CNI environment of container `cid` on eth0.
+pub fn attach_env(cid: &str) -> Vec<(&str, &str)> {
+    vec![("CNI_CONTAINERID", cid), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/x")]
+}
+
+/// The first address of a CNI result.
+pub fn first_ip(result: &serde_json::Value) -> std::net::IpAddr {
+    result["ips"][0]["address"].as_str().unwrap().split('/').next().unwrap().parse().unwrap()
 }
 
 // ---- deploy/ helpers (manifests, ServiceAccount identities, the installer) ----
@@ -575,6 +651,7 @@ pub fn agent_net_conf(
     wait_for_release: &str,
 ) -> serde_json::Value {
     let mut ipam = ipam(pool, serde_json::json!([[range]]));
+    ensure_node(node);
     ipam["nodeName"] = node.into();
     ipam["finalizers"] = serde_json::json!(finalizers);
     ipam["waitForRelease"] = wait_for_release.into();

@@ -1,7 +1,8 @@
 //! `netendpoint-install` against a temporary "host" directory and the real API
 //! server: the plugin binary lands atomically (a running old binary is not
 //! hurt), the kubeconfig it writes authenticates a real plugin ADD, kubelet
-//! token rotations are followed, and the token never reaches the logs.
+//! token rotations are followed, the token never reaches the logs, and the
+//! node name reaches the `nodename` file the plugin reads.
 
 #![allow(clippy::unwrap_used)]
 
@@ -60,10 +61,12 @@ impl Host {
         }
     }
 
+    /// The installer with this host's paths, and `NODE_NAME` set as the DaemonSet sets it.
     fn installer(&self, extra: &[&str]) -> Command {
         let mut cmd = Command::new(h::installer_bin());
         cmd.env_clear()
             .env("RUST_LOG", "info")
+            .env("NODE_NAME", "node-installer")
             .arg(format!("--plugin-src={}", h::plugin_bin().display()))
             .arg(format!("--cni-bin-dir={}", self.bin_dir().display()))
             .arg(format!("--kubeconfig-dir={}", self.kube_dir().display()))
@@ -84,6 +87,10 @@ impl Host {
     fn installed_token(&self) -> Vec<u8> {
         fs::read(self.kube_dir().join("token")).unwrap_or_default()
     }
+
+    fn installed_node_name(&self) -> Option<String> {
+        fs::read_to_string(self.kube_dir().join("nodename")).ok()
+    }
 }
 
 fn mint_plugin_token(dir: &h::TempDir, name: &str) -> Vec<u8> {
@@ -97,6 +104,8 @@ fn plugin_add_del(kubeconfig: &Path) -> (bool, serde_json::Value, String) {
     let pool = h::unique("deploy-inst");
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.78.0.0/28"}]]));
     ipam["kubeconfig"] = json!(kubeconfig);
+    h::ensure_node("node-installer");
+    h::ensure_node("node-installer");
     ipam["nodeName"] = json!("node-installer");
     let conf = json!({"cniVersion": "1.1.0", "name": pool, "ipam": ipam});
     let ctr = h::unique("ctr-inst");
@@ -310,6 +319,38 @@ fn daemonset_args_install_a_working_plugin() {
     assert!(log.contains("no network config to install"), "{log}");
     let kc = host.kube_dir().join("kubeconfig");
     assert!(fs::read_to_string(&kc).unwrap().contains(&format!("server: \"https://{svc_host}:{svc_port}\"")));
+    assert_eq!(host.installed_node_name().as_deref(), Some("node-installer"), "nodename holds NODE_NAME");
     let (ok, add, err) = plugin_add_del(&kc);
     assert!(ok, "plugin ADD with the kubeconfig from the DaemonSet's args: {add} {err}");
+}
+
+/// The node name goes to `<kubeconfig-dir>/nodename`: from NODE_NAME, or
+/// `--node-name` which wins; without either, or with an invalid one, the
+/// install fails and names the variable and the flag.
+#[test]
+fn writes_the_node_name_for_the_plugin() {
+    let mut host = Host::new();
+    host.project_token(b"not-used-by-this-test");
+    let (ok, log) = host.install_once(&[]);
+    assert!(ok, "{log}");
+    assert_eq!(host.installed_node_name().as_deref(), Some("node-installer"));
+    assert_eq!(fs::metadata(host.kube_dir().join("nodename")).unwrap().permissions().mode() & 0o777, 0o644);
+    assert!(log.contains("wrote node name"), "{log}");
+    let (ok, log) = host.install_once(&[]);
+    assert!(ok && !log.contains("wrote node name"), "an unchanged name is not rewritten: {log}");
+
+    let (ok, log) = host.install_once(&["--node-name=node-flag.example"]);
+    assert!(ok, "{log}");
+    assert_eq!(host.installed_node_name().as_deref(), Some("node-flag.example"), "the flag wins over NODE_NAME");
+
+    for (bad, why) in [("Node_A", "not a DNS-1123 subdomain"), ("", "not a DNS-1123 subdomain")] {
+        let (ok, log) = host.install_once(&[&format!("--node-name={bad}")]);
+        assert!(!ok, "node name {bad:?} must fail the install: {log}");
+        assert!(log.contains(why), "{log}");
+    }
+    let out = host.installer(&["--once"]).env_remove("NODE_NAME").output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "no node name must fail the install: {log}");
+    assert!(log.contains("NODE_NAME") && log.contains("--node-name"), "{log}");
+    assert_eq!(host.installed_node_name().as_deref(), Some("node-flag.example"), "failures leave the file as it was");
 }

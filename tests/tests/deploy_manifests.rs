@@ -163,8 +163,10 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     let node = h::unique("rbac-node");
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.1.0/29"}]]));
     ipam["kubeconfig"] = json!(kc);
+    h::ensure_node(&node);
     ipam["nodeName"] = json!(node);
     ipam["finalizers"] = json!([]);
+    ipam["gcGrace"] = json!("0s");
     let conf = json!({"cniVersion": "1.1.0", "name": pool, "ipam": ipam});
     let env = |ctr: &'static str| vec![("CNI_CONTAINERID", ctr), ("CNI_IFNAME", "eth0")];
 
@@ -182,13 +184,16 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     let (ok, out, err) = h::invoke("STATUS", &conf, &[]);
     assert!(ok, "STATUS: {out} {err}");
 
-    // A second sandbox, then GC keeping only the first: the second is released.
+    // A second sandbox, then GC keeping only the first: the second is released
+    // on the second sighting.
     let (ok, add2, err) = h::invoke("ADD", &conf, &env("ctr-rbac-2"));
     assert!(ok, "second ADD: {add2} {err}");
     let mut gc = conf.clone();
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "ctr-rbac-1", "ifname": "eth0"}]);
-    let (ok, out, err) = h::invoke("GC", &gc, &[]);
-    assert!(ok, "GC: {out} {err}");
+    for _ in 0..2 {
+        let (ok, out, err) = h::invoke("GC", &gc, &[]);
+        assert!(ok, "GC: {out} {err}");
+    }
     let left: Vec<_> = h::pool_endpoints(&pool).await.into_iter().map(|e| e.spec.container_id).collect();
     assert_eq!(left, ["ctr-rbac-1"], "GC must release only the attachment not kept");
 
@@ -300,6 +305,7 @@ fn examples_are_valid_netendpoint_configs() {
         let pool = h::unique("example");
         ipam["pool"] = json!(pool);
         ipam["kubeconfig"] = json!(h::kubeconfig());
+        h::ensure_node("node-examples");
         ipam["nodeName"] = json!("node-examples");
         ipam["dataDir"] = json!(std::env::temp_dir().join("netendpoint-test-data"));
         if let Some(obj) = ipam.as_object_mut() {
@@ -395,6 +401,7 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
     let pool = h::unique("e2e");
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.3.0/29"}]]));
     ipam["kubeconfig"] = json!(plugin_kc);
+    h::ensure_node(&node);
     ipam["nodeName"] = json!(node);
     ipam["finalizers"] = json!([finalizer]);
     let conf = json!({"cniVersion": "1.1.0", "name": pool, "ipam": ipam});

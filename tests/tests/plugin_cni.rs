@@ -213,6 +213,7 @@ async fn concurrent_adds_from_four_nodes_never_share_an_ip() {
         .iter()
         .map(|n| {
             let dir = std::env::temp_dir().join(format!("netendpoint-conc-{n}"));
+            h::ensure_node(n);
             conf(&pool, ranges.clone(), json!({"nodeName": n, "waitForRelease": "0s", "dataDir": dir}))
         })
         .collect();

@@ -8,7 +8,12 @@
 //! 2. `ca.crt` and `token` (copies of the pod's projected ServiceAccount
 //!    token and cluster CA), then a `kubeconfig` that references them by
 //!    relative path (`tokenFile: token`), into `--kubeconfig-dir`;
-//! 3. optionally, the network config `--net-conf`, into `--net-conf-dir`.
+//! 3. `nodename`, into `--kubeconfig-dir` too: this node's name, from
+//!    `--node-name` or else `NODE_NAME` (the DaemonSet sets it from the
+//!    downward API). The runtime passes plugins no node name, so the plugin
+//!    reads it from this file. A sync fails if neither is set or the name is
+//!    not a DNS-1123 subdomain;
+//! 4. optionally, the network config `--net-conf`, into `--net-conf-dir`.
 //!
 //! Guarantees:
 //! - Every file is written atomically: a temp file in the destination
@@ -47,6 +52,8 @@ const DEFAULT_KUBECONFIG_DIR: &str = "/host/etc/cni/net.d/netendpoint.d";
 const KUBECONFIG_FILE: &str = "kubeconfig";
 const TOKEN_FILE: &str = "token";
 const CA_FILE: &str = "ca.crt";
+/// This node's name, for the plugin (which is given none by the runtime).
+const NODE_NAME_FILE: &str = "nodename";
 
 const USAGE: &str = "\
 netendpoint-install: installs the netendpoint CNI plugin and keeps its kubeconfig token fresh.
@@ -55,7 +62,9 @@ Options (each also accepts --flag=value):
   --plugin-src PATH       plugin binary to install [default: `netendpoint` next to this binary]
   --plugin-name NAME      file name in the CNI bin dir [default: netendpoint]
   --cni-bin-dir DIR       host CNI bin dir [default: /host/opt/cni/bin]
-  --kubeconfig-dir DIR    where kubeconfig, token and ca.crt go [default: /host/etc/cni/net.d/netendpoint.d]
+  --kubeconfig-dir DIR    where kubeconfig, token, ca.crt and nodename go [default: /host/etc/cni/net.d/netendpoint.d]
+  --node-name NAME        this node's name, written to <kubeconfig-dir>/nodename for the plugin
+                          [default: $NODE_NAME; one of the two is required]
   --token-src PATH        projected ServiceAccount token [default: /var/run/secrets/netendpoint/token]
   --ca-src PATH           cluster CA bundle [default: /var/run/secrets/netendpoint/ca.crt]
   --server URL            API server URL [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT]
@@ -88,6 +97,12 @@ enum Error {
     /// A source file has unusable content.
     #[error("{path}: {reason}")]
     BadContent { path: String, reason: String },
+    /// Neither `--node-name` nor `NODE_NAME` is set.
+    #[error("no node name: pass --node-name or set NODE_NAME (the DaemonSet sets it from spec.nodeName)")]
+    NoNodeName,
+    /// The node name is not a valid Node object name.
+    #[error("node name {0:?} (from --node-name or NODE_NAME) is not a DNS-1123 subdomain")]
+    BadNodeName(String),
 }
 
 type Result<T, E = Error> = std::result::Result<T, E>;
@@ -106,6 +121,8 @@ struct Options {
     token_src: PathBuf,
     ca_src: PathBuf,
     server: String,
+    /// `--node-name`, else a non-empty `NODE_NAME`; checked at each sync.
+    node_name: Option<String>,
     net_conf: Option<PathBuf>,
     net_conf_dir: PathBuf,
     net_conf_name: Option<String>,
@@ -115,7 +132,7 @@ struct Options {
 }
 
 impl Options {
-    /// Parses `args` (without the program name); `env` supplies KUBERNETES_SERVICE_*.
+    /// Parses `args` (without the program name); `env` supplies KUBERNETES_SERVICE_* and NODE_NAME.
     fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut plugin_src = None;
         let mut plugin_name = "netendpoint".to_string();
@@ -124,6 +141,7 @@ impl Options {
         let mut token_src = PathBuf::from(DEFAULT_TOKEN_SRC);
         let mut ca_src = PathBuf::from(DEFAULT_CA_SRC);
         let mut server = None;
+        let mut node_name = None;
         let mut net_conf = None;
         let mut net_conf_dir = PathBuf::from(DEFAULT_NET_CONF_DIR);
         let mut net_conf_name = None;
@@ -151,6 +169,7 @@ impl Options {
                 "--token-src" => token_src = PathBuf::from(value()?),
                 "--ca-src" => ca_src = PathBuf::from(value()?),
                 "--server" => server = Some(value()?),
+                "--node-name" => node_name = Some(value()?),
                 "--net-conf" => net_conf = Some(PathBuf::from(value()?)),
                 "--net-conf-dir" => net_conf_dir = PathBuf::from(value()?),
                 "--net-conf-name" => net_conf_name = Some(value()?),
@@ -179,6 +198,7 @@ impl Options {
             Some(s) => s,
             None => service_url(env("KUBERNETES_SERVICE_HOST"), env("KUBERNETES_SERVICE_PORT"))?,
         };
+        let node_name = node_name.or_else(|| env("NODE_NAME").filter(|n| !n.is_empty()));
         Ok(Self {
             plugin_src,
             plugin_name,
@@ -187,6 +207,7 @@ impl Options {
             token_src,
             ca_src,
             server,
+            node_name,
             net_conf,
             net_conf_dir,
             net_conf_name,
@@ -345,10 +366,12 @@ impl Installer {
     }
 
     /// One pass over everything; stops at the first failure so later steps
-    /// (the network config) never get ahead of earlier ones (plugin, credentials).
+    /// (the network config) never get ahead of earlier ones (plugin,
+    /// credentials, node name).
     fn sync(&mut self) -> Result<()> {
         self.sync_plugin()?;
         self.sync_credentials()?;
+        self.sync_node_name()?;
         self.sync_net_conf()
     }
 
@@ -407,6 +430,20 @@ impl Installer {
         let kubeconfig = render_kubeconfig(&self.opts.server);
         if install_bytes(&dir.join(KUBECONFIG_FILE), kubeconfig.as_bytes(), 0o600)? == Change::Written {
             info!(dest = %dir.join(KUBECONFIG_FILE).display(), server = %self.opts.server, "wrote plugin kubeconfig");
+        }
+        Ok(())
+    }
+
+    /// Writes `<kubeconfig-dir>/nodename` (no trailing newline) when it changed.
+    /// Runs after [`Self::sync_credentials`], which creates the directory.
+    fn sync_node_name(&mut self) -> Result<()> {
+        let name = self.opts.node_name.as_deref().ok_or(Error::NoNodeName)?;
+        if !netendpoint_crd::is_dns1123_subdomain(name) {
+            return Err(Error::BadNodeName(name.to_string()));
+        }
+        let dest = self.opts.kubeconfig_dir.join(NODE_NAME_FILE);
+        if install_bytes(&dest, name.as_bytes(), 0o644)? == Change::Written {
+            info!(dest = %dest.display(), node = %name, "wrote node name");
         }
         Ok(())
     }
@@ -517,7 +554,7 @@ fn main() -> ExitCode {
         }
     };
     info!(
-        node = %std::env::var("NODE_NAME").unwrap_or_default(),
+        node = %opts.node_name.as_deref().unwrap_or_default(),
         cni_bin_dir = %opts.cni_bin_dir.display(),
         kubeconfig_dir = %opts.kubeconfig_dir.display(),
         server = %opts.server,
@@ -558,12 +595,55 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Options> {
+        parse_with_node_env(args, None)
+    }
+
+    /// Like [`parse`], with `NODE_NAME` set to `node_env`.
+    fn parse_with_node_env(args: &[&str], node_env: Option<&str>) -> Result<Options> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         Options::parse(&args, |k| match k {
             "KUBERNETES_SERVICE_HOST" => Some("fd00::1".into()),
             "KUBERNETES_SERVICE_PORT" => Some("443".into()),
+            "NODE_NAME" => node_env.map(str::to_string),
             _ => None,
         })
+    }
+
+    #[test]
+    fn node_name_flag_wins_over_the_env() {
+        let name = |args: &[&str], env| parse_with_node_env(args, env).unwrap().node_name;
+        assert_eq!(name(&["--plugin-src=/x"], Some("node-env")).as_deref(), Some("node-env"));
+        assert_eq!(name(&["--node-name", "node-flag"], Some("node-env")).as_deref(), Some("node-flag"));
+        assert_eq!(name(&["--node-name=node-flag"], None).as_deref(), Some("node-flag"));
+        assert_eq!(name(&["--plugin-src=/x"], Some("")), None);
+        assert_eq!(name(&["--plugin-src=/x"], None), None);
+    }
+
+    #[test]
+    fn node_name_file_is_written_when_changed_and_checked() {
+        let dir = std::env::temp_dir().join(format!("ne-install-node-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let dir_flag = format!("--kubeconfig-dir={}", dir.display());
+        let installer = |node: Option<&str>| Installer::new(parse_with_node_env(&[&dir_flag], node).unwrap());
+        let file = dir.join(NODE_NAME_FILE);
+
+        installer(Some("node-a.example")).sync_node_name().unwrap();
+        assert_eq!(fs::read_to_string(&file).unwrap(), "node-a.example");
+        let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+        installer(Some("node-a.example")).sync_node_name().unwrap();
+        assert_eq!(fs::metadata(&file).unwrap().modified().unwrap(), mtime, "unchanged name is not rewritten");
+        installer(Some("node-b")).sync_node_name().unwrap();
+        assert_eq!(fs::read_to_string(&file).unwrap(), "node-b");
+
+        let missing = installer(None).sync_node_name().unwrap_err();
+        assert!(matches!(missing, Error::NoNodeName));
+        assert!(missing.to_string().contains("--node-name") && missing.to_string().contains("NODE_NAME"));
+        for bad in ["Node-A", "node_a", "-node", "node/a", &"a".repeat(254)] {
+            let err = installer(Some(bad)).sync_node_name().unwrap_err();
+            assert!(matches!(err, Error::BadNodeName(_)), "{bad}: {err}");
+        }
+        assert_eq!(fs::read_to_string(&file).unwrap(), "node-b", "a bad name leaves the file as it was");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,0 +1,335 @@
+//! Node-local state under `dataDir`, like host-local's `backend/disk`.
+//!
+//! Nothing here is authoritative: the leases in the API server are. These
+//! files only save API calls and carry evidence from one invocation to the
+//! next:
+//! - `<pool>/last_reserved_ip.<set>`: the round-robin cursor, the last
+//!   address this node allocated in each range set. Advanced under an
+//!   exclusive lock on a separate file (`.lock`), so concurrent ADDs on this
+//!   node start at different addresses. Losing it only changes where the
+//!   next search starts.
+//! - `<pool>/attachments/<containerID>_<ifname>`: the leases (name, UID) of
+//!   an attachment, so that ADD learns whether it is a repeat without a
+//!   cluster-wide query, and cleanup after a failure never removes them.
+//! - `nodes/<node>`: the node name was seen registered as a Node object.
+//! - `<pool>/sightings.<kind>.json`: evidence seen by an earlier invocation
+//!   (stale leases for GC, vanished nodes for reclaim), with the server time
+//!   it was first seen, so that no lease is released on one sighting.
+//! - `status.<hash of the kubeconfig path>.json`: when STATUS last reached the API server, so that one
+//!   blip does not mark the node NotReady.
+//!
+//! Every write goes through [`write_atomic`]: a temporary file in the same
+//! directory, fsync, rename, fsync of the directory. Readers see the old or
+//! the new content, never a mix. Write failures are logged at warn and
+//! otherwise ignored; reads of missing or corrupt files yield "nothing known".
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use netendpoint_crd::NetworkEndpoint;
+use serde::{Deserialize, Serialize};
+use tracing::{debug, warn};
+
+use crate::allocator::RangeSet;
+
+/// Writes `data` to `path` atomically and durably, creating parent directories.
+pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let res = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// A file-name-safe form of `s` (container IDs and ifnames are validated,
+/// but node names from config are not file names).
+fn clean(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') { c } else { '_' }).collect()
+}
+
+/// What STATUS remembers between calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusState {
+    /// Unix seconds (node clock) of the last STATUS that reached the API server.
+    pub last_ok: Option<i64>,
+    /// Unix seconds (node clock) of the first failure since then.
+    pub failing_since: Option<i64>,
+}
+
+/// Node-local state of one pool. See the module docs for the files.
+#[derive(Debug, Clone)]
+pub struct LocalState {
+    root: Option<PathBuf>,
+    pool: String,
+}
+
+impl LocalState {
+    /// State kept under `data_dir` for `pool`.
+    pub fn new(data_dir: &Path, pool: &str) -> Self {
+        Self { root: Some(data_dir.to_path_buf()), pool: pool.to_string() }
+    }
+
+    /// State that remembers nothing (unit tests).
+    pub fn none() -> Self {
+        Self { root: None, pool: String::new() }
+    }
+
+    fn dir(&self) -> Option<PathBuf> {
+        self.root.as_ref().map(|r| r.join(&self.pool))
+    }
+
+    fn cursor_path(&self, set: usize) -> Option<PathBuf> {
+        self.dir().map(|d| d.join(format!("last_reserved_ip.{set}")))
+    }
+
+    fn record_path(&self, container_id: &str, if_name: &str) -> Option<PathBuf> {
+        self.dir().map(|d| d.join("attachments").join(format!("{}_{}", clean(container_id), clean(if_name))))
+    }
+
+    fn write(&self, path: &Path, data: &[u8], what: &str) {
+        if let Err(e) = write_atomic(path, data) {
+            warn!(path = %path.display(), error = %e, "cannot write {what}");
+        }
+    }
+
+    /// The (name, UID) of the leases recorded for an attachment by an earlier ADD on this node.
+    pub fn recorded(&self, container_id: &str, if_name: &str) -> Vec<(String, String)> {
+        self.record_path(container_id, if_name)
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Records the leases of an attachment. Without a record a repeated ADD
+    /// is not recognised as one, so a failure is logged at warn.
+    pub fn record(&self, container_id: &str, if_name: &str, leases: &[NetworkEndpoint]) {
+        let Some(path) = self.record_path(container_id, if_name) else { return };
+        let pairs: Vec<(String, String)> = leases
+            .iter()
+            .map(|ep| (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default()))
+            .collect();
+        match serde_json::to_vec(&pairs) {
+            Ok(data) => self.write(&path, &data, "the attachment's lease record"),
+            Err(e) => warn!(error = %e, "cannot encode the attachment's lease record"),
+        }
+    }
+
+    /// Forgets an attachment (DEL).
+    pub fn forget(&self, container_id: &str, if_name: &str) {
+        if let Some(p) = self.record_path(container_id, if_name)
+            && let Err(e) = std::fs::remove_file(&p)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            warn!(path = %p.display(), error = %e, "cannot remove the attachment's lease record");
+        }
+    }
+
+    /// The last address allocated in range set `set`, if known.
+    pub fn load(&self, set: usize) -> Option<IpAddr> {
+        std::fs::read_to_string(self.cursor_path(set)?).ok()?.trim().parse().ok()
+    }
+
+    /// Holds the cursor lock of range set `set` until the returned file is dropped.
+    fn lock(&self, set: usize) -> Option<File> {
+        let path = self.cursor_path(set)?.with_extension(format!("{set}.lock"));
+        let locked = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path))
+            .and_then(|f| f.lock().map(|()| f));
+        match locked {
+            Ok(f) => Some(f),
+            Err(e) => {
+                warn!(path = %path.display(), error = %e, "cannot lock the round-robin cursor");
+                None
+            }
+        }
+    }
+
+    /// Returns the cursor of range set `i` and, under the cursor lock,
+    /// advances it past the first candidate, so that concurrent ADDs on this
+    /// node start at different addresses instead of racing for the same one.
+    pub fn reserve(&self, i: usize, set: &RangeSet) -> Option<IpAddr> {
+        let _lock = self.lock(i);
+        let last = self.load(i);
+        if let (Some(next), Some(path)) = (set.candidates(last).next(), self.cursor_path(i)) {
+            self.write(&path, next.to_string().as_bytes(), "the round-robin cursor");
+        }
+        last
+    }
+
+    /// Records `ip` as the last allocation in `set`, under the cursor lock.
+    pub fn store(&self, set: usize, ip: IpAddr) {
+        let Some(path) = self.cursor_path(set) else { return };
+        let _lock = self.lock(set);
+        self.write(&path, ip.to_string().as_bytes(), "the round-robin cursor");
+    }
+
+    fn node_path(&self, node: &str) -> Option<PathBuf> {
+        self.root.as_ref().map(|r| r.join("nodes").join(clean(node)))
+    }
+
+    /// True if an earlier ADD on this node saw `node` registered.
+    pub fn node_verified(&self, node: &str) -> bool {
+        self.node_path(node).is_some_and(|p| std::fs::read_to_string(p).is_ok_and(|n| n == node))
+    }
+
+    /// Remembers that `node` is a registered Node.
+    pub fn mark_node_verified(&self, node: &str) {
+        if let Some(p) = self.node_path(node) {
+            self.write(&p, node.as_bytes(), "the node registration record");
+        }
+    }
+
+    fn sightings_path(&self, kind: &str) -> Option<PathBuf> {
+        self.dir().map(|d| d.join(format!("sightings.{kind}.json")))
+    }
+
+    /// Evidence of `kind` seen by earlier invocations: key → server time
+    /// (Unix seconds) of the first sighting.
+    pub fn sightings(&self, kind: &str) -> BTreeMap<String, i64> {
+        self.sightings_path(kind)
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Replaces the evidence of `kind`.
+    pub fn save_sightings(&self, kind: &str, seen: &BTreeMap<String, i64>) {
+        let Some(path) = self.sightings_path(kind) else { return };
+        match serde_json::to_vec(seen) {
+            Ok(data) => self.write(&path, &data, "sightings"),
+            Err(e) => warn!(error = %e, "cannot encode sightings"),
+        }
+    }
+
+    /// The STATUS record of the API server reached through `kubeconfig`.
+    fn status_path(&self, kubeconfig: &Path) -> Option<PathBuf> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        kubeconfig.hash(&mut h);
+        self.root.as_ref().map(|r| r.join(format!("status.{:016x}.json", h.finish())))
+    }
+
+    /// What STATUS remembered last time about the API server of `kubeconfig`.
+    pub fn status_state(&self, kubeconfig: &Path) -> StatusState {
+        let Some(path) = self.status_path(kubeconfig) else { return StatusState::default() };
+        let mut text = String::new();
+        match File::open(&path).and_then(|mut f| f.read_to_string(&mut text)) {
+            Ok(_) => serde_json::from_str(&text).unwrap_or_default(),
+            Err(e) => {
+                debug!(path = %path.display(), error = %e, "no STATUS record");
+                StatusState::default()
+            }
+        }
+    }
+
+    /// Saves what STATUS learnt about the API server of `kubeconfig`.
+    pub fn save_status_state(&self, kubeconfig: &Path, state: StatusState) {
+        let Some(path) = self.status_path(kubeconfig) else { return };
+        match serde_json::to_vec(&state) {
+            Ok(data) => self.write(&path, &data, "the STATUS record"),
+            Err(e) => warn!(error = %e, "cannot encode the STATUS record"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::allocator::Range;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("netendpoint-local-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn set() -> RangeSet {
+        RangeSet {
+            ranges: vec![Range::with_defaults("10.0.0.0/24".parse().unwrap(), None, None, None).unwrap()],
+            exclude: vec![],
+        }
+    }
+
+    #[test]
+    fn concurrent_reservations_never_start_at_the_same_address() {
+        let dir = tmp("cursor");
+        let state = LocalState::new(&dir, "p");
+        let s = set();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (state, s) = (state.clone(), s.clone());
+                std::thread::spawn(move || (0..25).map(|_| state.reserve(0, &s)).collect::<Vec<_>>())
+            })
+            .collect();
+        let all: Vec<Option<IpAddr>> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "two reservations started at the same address");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_store_waits_for_the_cursor_lock() {
+        // Before, the lock was taken on the cursor file itself, and store()
+        // renamed a new inode over it: the next ADD locked a different inode
+        // and ran alongside the holder.
+        let dir = tmp("lock");
+        let state = LocalState::new(&dir, "p");
+        state.store(0, "10.0.0.7".parse().unwrap());
+        let held = state.lock(0).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = state.clone();
+        let t = std::thread::spawn(move || {
+            other.store(0, "10.0.0.9".parse().unwrap());
+            tx.send(()).unwrap();
+        });
+        assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err(), "store ran while the lock was held");
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        t.join().unwrap();
+        assert_eq!(state.load(0), Some("10.0.0.9".parse().unwrap()));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn records_sightings_and_status_round_trip() {
+        let dir = tmp("records");
+        let state = LocalState::new(&dir, "p");
+        assert!(state.recorded("c1", "eth0").is_empty());
+        assert!(!state.node_verified("n1"));
+        state.mark_node_verified("n1");
+        assert!(state.node_verified("n1"));
+        assert!(!state.node_verified("n2"));
+        let seen = BTreeMap::from([("uid-1".to_string(), 17)]);
+        state.save_sightings("gc", &seen);
+        assert_eq!(state.sightings("gc"), seen);
+        assert!(state.sightings("vanished-node").is_empty());
+        let st = StatusState { last_ok: Some(5), failing_since: None };
+        state.save_status_state(Path::new("/k1"), st);
+        assert_eq!(state.status_state(Path::new("/k1")), st);
+        assert_eq!(state.status_state(Path::new("/k2")), StatusState::default(), "kept per API server");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn nothing_is_written_without_a_directory() {
+        let state = LocalState::none();
+        state.mark_node_verified("n1");
+        assert!(!state.node_verified("n1"));
+        assert_eq!(state.reserve(0, &set()), None);
+    }
+}
