@@ -35,6 +35,8 @@ kubectl version 2>/dev/null | grep -i "server version"
 
 rm -rf "$state/data"
 mkdir -p "$netdir"
+# The plugin leases only under a registered node name (a kubelet registers it in a real cluster).
+printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: demo-node\n' | kubectl apply -f - >/dev/null
 cat > "$netdir/10-demo.conf" <<CONF
 {
   "cniVersion": "1.1.0",
@@ -49,7 +51,7 @@ cat > "$netdir/10-demo.conf" <<CONF
     "kubeconfig": "$state/kubeconfig",
     "nodeName": "demo-node",
     "finalizers": ["$finalizer"],
-    "waitForRelease": "60s",
+    "waitForRelease": "45s",
     "dataDir": "$state/data",
     "log": {"file": "$state/plugin.log"}
   }
@@ -86,8 +88,9 @@ echo
 kubectl describe nep "$old" | sed -n '/^Metadata/,/^Spec/p;/^  Pod:/,/^  Pool/p' | grep -E 'Deletion Timestamp|Finalizers|route-agent|Name:|Namespace:' | sed 's/^/  /'
 [ -s "$state/pod-b2.ip" ] && { echo "pod-b2 got an IP before the release: invariant broken" >&2; exit 1; }
 
-say "the agent has torn down its rule for pod-b and removes ONLY its finalizer (JSON patch: test + remove)"
-kubectl patch nep "$old" --type=json -p "[{\"op\":\"test\",\"path\":\"/metadata/finalizers/0\",\"value\":\"$finalizer\"},{\"op\":\"remove\",\"path\":\"/metadata/finalizers/0\"}]" >/dev/null
+say "the agent has torn down its rule for pod-b and removes ONLY its finalizer, ONLY from that object (JSON patch: test uid + test + remove)"
+uid=$(kubectl get nep "$old" -o jsonpath='{.metadata.uid}')
+kubectl patch nep "$old" --type=json -p "[{\"op\":\"test\",\"path\":\"/metadata/uid\",\"value\":\"$uid\"},{\"op\":\"test\",\"path\":\"/metadata/finalizers/0\",\"value\":\"$finalizer\"},{\"op\":\"remove\",\"path\":\"/metadata/finalizers/0\"}]" >/dev/null
 t_ack=$(ts)
 wait "$waiter"
 say "pod-b2 got $(cat "$state/pod-b2.ip") at $(cat "$state/pod-b2.time")"
