@@ -120,6 +120,34 @@ impl RangeSet {
 
     /// Per range, its bounds and the merged spans inside it that are never
     /// handed out. O(e log e) for e exclusions.
+    /// The usable addresses of `block` (see [`block_of`]), in ascending order.
+    /// At most [`BLOCK_SIZE`] addresses are looked at.
+    pub fn block_candidates(&self, block: u128, like: IpAddr) -> impl Iterator<Item = IpAddr> + '_ {
+        let lo = block << BLOCK_BITS;
+        (lo..=lo | (BLOCK_SIZE - 1)).map(move |v| from_u128(like, v)).filter(move |ip| self.is_usable(*ip))
+    }
+
+    /// Where a node with no cursor yet starts its round-robin: a point
+    /// spread over the set by a hash of `key` (the node name), so that nodes
+    /// do not all probe the same first addresses. `None` when the set fits
+    /// one block: small pools keep host-local's order from the first address.
+    pub fn spread_start(&self, key: &str) -> Option<IpAddr> {
+        if self.capacity() <= BLOCK_SIZE {
+            return None;
+        }
+        let spans: Vec<(u128, u128)> =
+            self.ranges.iter().map(|r| (to_u128(r.start), to_u128(r.end) - to_u128(r.start) + 1)).collect();
+        let total = spans.iter().try_fold(0u128, |acc, (_, len)| acc.checked_add(*len))?;
+        let mut offset = u128::from(spread_hash(key)) % total;
+        for (r, (lo, len)) in self.ranges.iter().zip(spans) {
+            if offset < len {
+                return Some(from_u128(r.start, lo + offset));
+            }
+            offset -= len;
+        }
+        None
+    }
+
     fn usable_ranges(&self) -> Vec<UsableRange> {
         self.ranges.iter().map(|r| UsableRange::new(r, &self.exclude)).collect()
     }
@@ -224,6 +252,29 @@ impl Iterator for Candidates {
             self.walk = Some(Walk { range, next: Some(from), last: to, hole });
         }
     }
+}
+
+/// log2 of [`BLOCK_SIZE`].
+pub const BLOCK_BITS: u32 = 8;
+/// Addresses per block: an aligned IPv4 /24 or IPv6 /120. A block is the
+/// unit an ADD lists when its first probes miss, so the cost of that list is
+/// bounded by the block, not by the pool.
+pub const BLOCK_SIZE: u128 = 1 << BLOCK_BITS;
+
+/// The block holding `ip` (its address shifted right by [`BLOCK_BITS`]).
+pub fn block_of(ip: IpAddr) -> u128 {
+    to_u128(ip) >> BLOCK_BITS
+}
+
+/// A well-mixed 64-bit hash of `key` (FNV-1a, then the splitmix64 finaliser),
+/// stable across versions and platforms.
+fn spread_hash(key: &str) -> u64 {
+    let mut h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 /// An address as an integer (IPv4 in the low 32 bits).
@@ -512,5 +563,34 @@ mod tests {
             assert_eq!(s.capacity(), cap, "{subnet} {exclude:?}");
             assert_eq!(s.candidates(None).count() as u128, cap, "{subnet} {exclude:?}");
         }
+    }
+
+    #[test]
+    fn nodes_start_spread_over_large_sets_and_at_the_first_address_of_small_ones() {
+        assert_eq!(set("10.0.0.0/24").spread_start("node-1"), None, "one block: host-local's order");
+        let s = set("10.0.0.0/16");
+        let starts: Vec<u128> =
+            (0..64).map(|i| to_u128(s.spread_start(&format!("node-{i}")).unwrap()) - to_u128(ip("10.0.0.1"))).collect();
+        let mut sorted = starts.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 64, "distinct starts");
+        // Spread: no quarter of the /16 holds more than half of the starts.
+        for q in 0..4u128 {
+            let n = starts.iter().filter(|o| **o / 16384 == q).count();
+            assert!(n <= 32, "quarter {q} holds {n} of 64 starts");
+        }
+        assert!(s.is_usable(s.candidates(s.spread_start("node-1")).next().unwrap()));
+        assert_eq!(s.spread_start("node-1"), s.spread_start("node-1"), "stable");
+    }
+
+    #[test]
+    fn block_candidates_stay_in_their_block() {
+        let s = excluding(set("10.0.0.0/23"), &["10.0.1.16/28"]);
+        let b = block_of(ip("10.0.1.77"));
+        let all: Vec<IpAddr> = s.block_candidates(b, ip("10.0.0.0")).collect();
+        assert_eq!(all.len(), 256 - 16 - 1, "the exclusion and the broadcast address are not usable");
+        assert!(all.iter().all(|a| block_of(*a) == b && s.is_usable(*a)));
+        assert_eq!(s.block_candidates(block_of(ip("10.0.0.0")), ip("10.0.0.0")).next(), Some(ip("10.0.0.2")));
     }
 }

@@ -16,13 +16,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use netendpoint_crd::{
-    ANNOTATION_FORCE_RELEASE_AFTER, GROUP, LABEL_IP_FAMILY, LABEL_NETWORK, LABEL_NODE, LABEL_POD_NAME,
+    ANNOTATION_FORCE_RELEASE_AFTER, GROUP, LABEL_BLOCK, LABEL_IP_FAMILY, LABEL_NETWORK, LABEL_NODE, LABEL_POD_NAME,
     LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_POOL, NetworkEndpoint, NetworkEndpointSpec, PodRef,
-    REASON_FORCED_RELEASE, REASON_POOL_EXHAUSTED, endpoint_name, label_value,
+    REASON_FORCED_RELEASE, REASON_POOL_EXHAUSTED, block_label_value, endpoint_name, label_value,
 };
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
+use crate::allocator::{BLOCK_SIZE, RangeSet, block_of};
 use crate::config::IpamConfig;
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::LocalState;
@@ -126,7 +126,7 @@ async fn claim_all<S: Store>(
             result.ips.push(ip_config(set, ep)?);
             continue;
         }
-        let start = local.reserve(i, set);
+        let start = local.reserve(i, set, set.spread_start(&who.node));
         let ep = claim_one(store, conf, who, local, set, start, deadline, claimed).await?;
         // The reservation already points at the first candidate; record only a different outcome.
         if let Some(ip) = ep.ip().filter(|ip| Some(*ip) != set.candidates(start).next()) {
@@ -209,6 +209,7 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
         (LABEL_NODE.to_string(), label_value(&who.node)),
         (LABEL_IP_FAMILY.to_string(), if ip.is_ipv4() { "4" } else { "6" }.to_string()),
         (LABEL_NETWORK.to_string(), label_value(&conf.network)),
+        (LABEL_BLOCK.to_string(), block_label_value(ip)),
     ]);
     let force_release_after = netendpoint_crd::duration::format(conf.force_release_after);
     if let Some(pod) = &who.pod {
@@ -279,7 +280,10 @@ impl Deadline {
 /// Claims one address of `set`, in phases:
 /// 1. [`probe`]: creates at the candidates after the cursor (the common case
 ///    ends here, after one API call);
-/// 2. then, in rounds until `deadline`: list the pool and [`claim_free`];
+/// 2. [`claim_from_blocks`]: in a set larger than one block, lists the block
+///    of the candidates just probed, and up to [`BLOCKS_BEFORE_POOL`] blocks
+///    after it, and creates at what they show free;
+/// 3. then, in rounds until `deadline`: list the pool and [`claim_free`];
 ///    [`force_stuck`] a release that outlived its bound; [`reclaim_vanished`]
 ///    leases of nodes gone for their grace period; otherwise wait for a
 ///    release to begin and finish.
@@ -295,6 +299,9 @@ async fn claim_one<S: Store>(
     claimed: &mut Claimed,
 ) -> Result<NetworkEndpoint> {
     if let Some(ep) = probe(store, conf, who, set, cursor, claimed).await? {
+        return Ok(ep);
+    }
+    if let Some(ep) = claim_from_blocks(store, conf, who, set, cursor, claimed).await? {
         return Ok(ep);
     }
     let mut logged_wait = false;
@@ -402,7 +409,51 @@ async fn probe<S: Store>(
     Ok(None)
 }
 
-/// Phase 2: creates at the addresses the list shows free, in candidate order.
+/// Blocks an ADD lists, one at a time, before it lists the whole pool. Each
+/// list returns at most one block (256 addresses) of leases, so an ADD's cost
+/// does not grow with the pool until that many blocks in a row are full.
+pub const BLOCKS_BEFORE_POOL: usize = 4;
+
+/// Phase 2: lists the block of the candidates just probed and creates at
+/// its free addresses; moves on to the next block in candidate order when
+/// one is full. Only in sets larger than one block: in a small set the pool
+/// list is no larger than a block list, and the order stays host-local's.
+async fn claim_from_blocks<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    cursor: Option<IpAddr>,
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    if set.capacity() <= BLOCK_SIZE {
+        return Ok(None);
+    }
+    let Some(mut at) = set.candidates(cursor).take(PROBES_BEFORE_LIST).last() else { return Ok(None) };
+    let first_block = block_of(at);
+    for _ in 0..BLOCKS_BEFORE_POOL {
+        let block = block_of(at);
+        let view = store.list_block(&conf.pool, &block_label_value(at)).await?;
+        let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
+        let free: Vec<IpAddr> = set.block_candidates(block, at).filter(|ip| !used.contains(ip)).collect();
+        debug!(block = %block_label_value(at), leases = view.entries.len(), free = free.len(), "probes missed: listed one block");
+        for ip in free {
+            if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
+                info!(%ip, "claimed from the block list");
+                return Ok(Some(ep));
+            }
+        }
+        // Next block in candidate order, from the last usable address of this one.
+        let Some(last) = set.block_candidates(block, at).last() else { return Ok(None) };
+        match set.candidates(Some(last)).next() {
+            Some(next) if block_of(next) != first_block && block_of(next) != block => at = next,
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// Phase 3: creates at the addresses the pool list shows free, in candidate order.
 async fn claim_free<S: Store>(
     store: &S,
     conf: &IpamConfig,
@@ -773,6 +824,72 @@ mod tests {
         assert_eq!(store.calls("list_pool"), 1);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn in_a_large_set_missed_probes_list_one_block_not_the_pool() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/16", json!({}));
+        let set = &c.range_sets[0];
+        let local = LocalState::none();
+        let start = set.spread_start("n1");
+        // The probed candidates, and a few after them, are taken.
+        for ip in set.candidates(start).take(PROBES_BEFORE_LIST + 3) {
+            store.insert(lease_object(&c, &who("other"), set, ip));
+        }
+        let r = add(&store, &c, &who("c1"), &local).await.unwrap();
+        assert!(set.is_usable(r.ips[0].address.addr()));
+        assert_eq!((store.calls("list_block"), store.calls("list_pool")), (1, 0));
+        assert_eq!(store.calls("create"), PROBES_BEFORE_LIST + 1, "the block list shows what is free");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_ninety_percent_full_no_add_lists_more_than_a_block() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/20", json!({}));
+        let set = &c.range_sets[0];
+        // Fill 90 % at random (a fixed LCG, so the table is the same every run).
+        let mut x: u64 = 42;
+        for ip in set.candidates(None) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if !(x >> 33).is_multiple_of(10) {
+                store.insert(lease_object(&c, &who("filler"), set, ip));
+            }
+        }
+        let (local, dir) = scratch("ninety");
+        for i in 0..40 {
+            add(&store, &c, &who(&format!("new-{i}")), &local).await.unwrap();
+        }
+        assert_eq!(store.calls("list_pool"), 0, "the pool is never listed while blocks have room");
+        assert!(store.calls("list_block") <= 40, "at most one block list per ADD here");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nodes_spread_out_and_do_not_collide_in_an_empty_pool() {
+        let nodes: Vec<String> = (0..8).map(|i| format!("node-{i}")).collect();
+        let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        let store = MemStore::new(T0, &refs);
+        let c = conf("10.0.0.0/16", json!({}));
+        let dirs: Vec<_> = nodes.iter().map(|n| scratch(&format!("spread-{n}"))).collect();
+        for round in 0..50 {
+            for (n, (local, _)) in nodes.iter().zip(&dirs) {
+                let mut w = who(&format!("{n}-{round}"));
+                w.node = n.clone();
+                add(&store, &c, &w, local).await.unwrap();
+            }
+        }
+        assert_eq!(store.calls("create"), 400, "no create met another node's lease");
+        for (_, d) in dirs {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        // A set of one block keeps host-local's order: every node starts at the first address.
+        let small = conf("10.0.0.0/29", json!({}));
+        let (local, d) = scratch("spread-small");
+        let mut w = who("first");
+        w.node = "node-5".into();
+        assert_eq!(ip_of(&add(&store, &small, &w, &local).await.unwrap()), "10.0.0.2");
+        let _ = std::fs::remove_dir_all(d);
+    }
+
     /// Forced release: (bound stamped on the lease, this ADD's bound, release age when the ADD
     /// comes, whether it may be forced).
     #[tokio::test(start_paused = true)]
@@ -983,6 +1100,9 @@ mod tests {
             }
             async fn list_pool(&self, p: &str) -> Result<PoolView> {
                 self.0.list_pool(p).await
+            }
+            async fn list_block(&self, p: &str, b: &str) -> Result<PoolView> {
+                self.0.list_block(p, b).await
             }
             async fn wait_for_release(&self, p: &str, rv: &str, t: Duration) -> Result<Release> {
                 self.0.wait_for_release(p, rv, t).await

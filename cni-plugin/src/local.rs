@@ -161,9 +161,10 @@ impl LocalState {
     /// Returns the cursor of range set `i` and, under the cursor lock,
     /// advances it past the first candidate, so that concurrent ADDs on this
     /// node start at different addresses instead of racing for the same one.
-    pub fn reserve(&self, i: usize, set: &RangeSet) -> Option<IpAddr> {
+    /// A node with no cursor yet starts after `fresh_start`.
+    pub fn reserve(&self, i: usize, set: &RangeSet, fresh_start: Option<IpAddr>) -> Option<IpAddr> {
         let _lock = self.lock(i);
-        let last = self.load(i);
+        let last = self.load(i).or(fresh_start);
         if let (Some(next), Some(path)) = (set.candidates(last).next(), self.cursor_path(i)) {
             self.write(&path, next.to_string().as_bytes(), "the round-robin cursor");
         }
@@ -273,7 +274,7 @@ mod tests {
         let threads: Vec<_> = (0..8)
             .map(|_| {
                 let (state, s) = (state.clone(), s.clone());
-                std::thread::spawn(move || (0..25).map(|_| state.reserve(0, &s)).collect::<Vec<_>>())
+                std::thread::spawn(move || (0..25).map(|_| state.reserve(0, &s, None)).collect::<Vec<_>>())
             })
             .collect();
         let all: Vec<Option<IpAddr>> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
@@ -330,6 +331,6 @@ mod tests {
         let state = LocalState::none();
         state.mark_node_verified("n1");
         assert!(!state.node_verified("n1"));
-        assert_eq!(state.reserve(0, &set()), None);
+        assert_eq!(state.reserve(0, &set(), None), None);
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use netendpoint_crd::{ANNOTATION_FORCE_RELEASE_AFTER, LABEL_NODE, NetworkEndpoint};
+use netendpoint_crd::{ANNOTATION_FORCE_RELEASE_AFTER, LABEL_BLOCK, LABEL_NODE, NetworkEndpoint};
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
@@ -277,6 +277,18 @@ impl Store for MemStore {
         let st = self.state.lock().unwrap();
         Ok(PoolView {
             entries: st.objects.values().filter(|e| e.spec.pool == pool).map(Self::entry).collect(),
+            resource_version: st.rv.to_string(),
+        })
+    }
+
+    async fn list_block(&self, pool: &str, block: &str) -> Result<PoolView> {
+        self.count("list_block");
+        let st = self.state.lock().unwrap();
+        let in_block = |e: &&NetworkEndpoint| {
+            e.metadata.labels.as_ref().and_then(|l| l.get(LABEL_BLOCK)).is_some_and(|b| b == block)
+        };
+        Ok(PoolView {
+            entries: st.objects.values().filter(|e| e.spec.pool == pool).filter(in_block).map(Self::entry).collect(),
             resource_version: st.rv.to_string(),
         })
     }

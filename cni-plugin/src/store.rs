@@ -20,7 +20,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchE
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use netendpoint_crd::{
-    ANNOTATION_FORCE_RELEASE_AFTER, FIELD_CONTAINER_ID, FIELD_NODE, GROUP, LABEL_NODE, LABEL_POOL, NetworkEndpoint,
+    ANNOTATION_FORCE_RELEASE_AFTER, FIELD_CONTAINER_ID, FIELD_NODE, GROUP, LABEL_BLOCK, LABEL_NODE, LABEL_POOL,
+    NetworkEndpoint,
 };
 use tracing::{debug, warn};
 
@@ -145,6 +146,10 @@ pub trait Store {
     async fn create(&self, ep: &NetworkEndpoint) -> Result<Claim>;
     /// Every lease of `pool` (metadata only).
     async fn list_pool(&self, pool: &str) -> Result<PoolView>;
+    /// The leases of `pool` in the address block labelled `block` (metadata
+    /// only; see `netendpoint_crd::block_label_value`): at most one block's
+    /// worth of objects, whatever the size of the pool.
+    async fn list_block(&self, pool: &str, block: &str) -> Result<PoolView>;
     /// Waits until a lease of `pool` disappears after `resource_version`, at most `timeout`.
     async fn wait_for_release(&self, pool: &str, resource_version: &str, timeout: Duration) -> Result<Release>;
     /// Requests deletion of exactly this object (UID precondition). Already gone is success.
@@ -242,31 +247,12 @@ impl Store for KubeStore {
     }
 
     async fn list_pool(&self, pool: &str) -> Result<PoolView> {
-        let lp = ListParams::default().labels(&format!("{LABEL_POOL}={}", netendpoint_crd::label_value(pool)));
-        let list = self.api.list_metadata(&lp).await.map_err(|e| Error::from_kube(format!("list pool {pool}"), e))?;
-        let entries = list
-            .items
-            .into_iter()
-            .filter_map(|m| {
-                let ip = netendpoint_crd::parse_endpoint_name(pool, m.metadata.name.as_deref()?)?;
-                Some(PoolEntry {
-                    name: m.metadata.name.clone().unwrap_or_default(),
-                    uid: m.metadata.uid.clone().unwrap_or_default(),
-                    resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
-                    node: m.metadata.labels.as_ref().and_then(|l| l.get(LABEL_NODE)).cloned().unwrap_or_default(),
-                    ip,
-                    force_release_after: m
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
-                        .and_then(|v| netendpoint_crd::duration::parse(v)),
-                    releasing_since: m.metadata.deletion_timestamp,
-                    finalizers: m.metadata.finalizers.unwrap_or_default(),
-                })
-            })
-            .collect();
-        Ok(PoolView { entries, resource_version: list.metadata.resource_version.unwrap_or_default() })
+        self.list_selected(pool, &format!("{LABEL_POOL}={}", netendpoint_crd::label_value(pool)), "pool").await
+    }
+
+    async fn list_block(&self, pool: &str, block: &str) -> Result<PoolView> {
+        let selector = format!("{LABEL_POOL}={},{LABEL_BLOCK}={block}", netendpoint_crd::label_value(pool));
+        self.list_selected(pool, &selector, "block").await
     }
 
     async fn wait_for_release(&self, pool: &str, resource_version: &str, timeout: Duration) -> Result<Release> {
@@ -351,6 +337,39 @@ impl Store for KubeStore {
 }
 
 impl KubeStore {
+    /// The leases of `pool` matching the label `selector` (metadata only).
+    async fn list_selected(&self, pool: &str, selector: &str, what: &str) -> Result<PoolView> {
+        let lp = ListParams::default().labels(selector);
+        let list = self
+            .api
+            .list_metadata(&lp)
+            .await
+            .map_err(|e| Error::from_kube(format!("list {what} of pool {pool}"), e))?;
+        let entries = list
+            .items
+            .into_iter()
+            .filter_map(|m| {
+                let ip = netendpoint_crd::parse_endpoint_name(pool, m.metadata.name.as_deref()?)?;
+                Some(PoolEntry {
+                    name: m.metadata.name.clone().unwrap_or_default(),
+                    uid: m.metadata.uid.clone().unwrap_or_default(),
+                    resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
+                    node: m.metadata.labels.as_ref().and_then(|l| l.get(LABEL_NODE)).cloned().unwrap_or_default(),
+                    ip,
+                    force_release_after: m
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
+                        .and_then(|v| netendpoint_crd::duration::parse(v)),
+                    releasing_since: m.metadata.deletion_timestamp,
+                    finalizers: m.metadata.finalizers.unwrap_or_default(),
+                })
+            })
+            .collect();
+        Ok(PoolView { entries, resource_version: list.metadata.resource_version.unwrap_or_default() })
+    }
+
     async fn delete_uid(&self, name: &str, uid: Option<String>) -> Result<()> {
         let dp = DeleteParams {
             preconditions: Some(Preconditions { uid, resource_version: None }),

@@ -33,6 +33,10 @@ pub const LABEL_IP_FAMILY: &str = "netendpoint.dev/ip-family";
 /// Label carrying the CNI network name (`spec.network`), so that GC of one
 /// network never selects another network's leases in a shared pool.
 pub const LABEL_NETWORK: &str = "netendpoint.dev/network";
+/// Label carrying the address block of the lease (the aligned IPv4 /24 or
+/// IPv6 /120 holding its IP, see [`block_label_value`]). An ADD whose first
+/// probes miss lists one block by this label instead of the whole pool.
+pub const LABEL_BLOCK: &str = "netendpoint.dev/block";
 /// Annotation mirroring `spec.forceReleaseAfter`, so that a metadata-only
 /// list of a pool sees each lease's own bound.
 pub const ANNOTATION_FORCE_RELEASE_AFTER: &str = "netendpoint.dev/force-release-after";
@@ -165,6 +169,20 @@ pub fn endpoint_name(pool: &str, ip: IpAddr) -> String {
         IpAddr::V6(v6) => {
             let groups: Vec<String> = v6.segments().iter().map(|s| format!("{s:04x}")).collect();
             format!("{pool}.{}", groups.join("-"))
+        }
+    }
+}
+
+/// The [`LABEL_BLOCK`] value of the block holding `ip`: its first address,
+/// dotted for IPv4 (`10.244.3.0`), and expanded with `-` for IPv6 as in
+/// [`endpoint_name`]. Always a valid label value.
+pub fn block_label_value(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => std::net::Ipv4Addr::from(u32::from(v4) & !0xff).to_string(),
+        IpAddr::V6(v6) => {
+            let base = std::net::Ipv6Addr::from(u128::from(v6) & !0xff);
+            let groups: Vec<String> = base.segments().iter().map(|s| format!("{s:04x}")).collect();
+            groups.join("-")
         }
     }
 }
@@ -366,6 +384,18 @@ mod tests {
             "pods.0000-0000-0000-0000-0000-0000-0000-000A",
         ] {
             assert_eq!(parse_endpoint_name("pods", name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn block_labels_name_the_aligned_block() {
+        let b = |s: &str| block_label_value(s.parse().unwrap());
+        assert_eq!(b("10.244.3.77"), "10.244.3.0");
+        assert_eq!(b("10.244.3.0"), b("10.244.3.255"));
+        assert_ne!(b("10.244.3.255"), b("10.244.4.0"));
+        assert_eq!(b("fd00::1:2ff"), "fd00-0000-0000-0000-0000-0000-0001-0200");
+        for ip in ["0.0.0.0", "255.255.255.255", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"] {
+            assert!(is_label_value(&b(ip)), "{ip}");
         }
     }
 
