@@ -19,9 +19,13 @@
 //!   blip does not mark the node NotReady.
 //!
 //! Every write goes through [`write_atomic`]: a temporary file in the same
-//! directory, fsync, rename, fsync of the directory. Readers see the old or
-//! the new content, never a mix. Write failures are logged at warn and
-//! otherwise ignored; reads of missing or corrupt files yield "nothing known".
+//! directory, then a rename over the old one, so readers see the old or the
+//! new content, never a mix. There is no fsync: every file here is a hint
+//! whose loss in a crash costs at most a second lease until GC or DEL, or a
+//! grace period that starts again, and an fsync'd pair of writes measured
+//! 7 ms on the benchmark machine, more than half of a whole ADD. Write
+//! failures are logged at warn and otherwise ignored; reads of missing, empty
+//! or corrupt files yield "nothing known".
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -35,7 +39,8 @@ use tracing::{debug, warn};
 
 use crate::allocator::RangeSet;
 
-/// Writes `data` to `path` atomically and durably, creating parent directories.
+/// Writes `data` to `path` atomically (not durably: see the module docs),
+/// creating parent directories.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     std::fs::create_dir_all(dir)?;
@@ -43,9 +48,8 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let res = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(data)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        drop(f);
+        std::fs::rename(&tmp, path)
     })();
     if res.is_err() {
         let _ = std::fs::remove_file(&tmp);
