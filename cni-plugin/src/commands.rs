@@ -383,7 +383,7 @@ async fn try_claim<S: Store>(
         }
         Ok(Claim::Taken) => Ok(None),
         Err(e) => {
-            // Refused outright (403, 422) means nothing was written; anything else may have been.
+            // Refused outright (401/403, CRD missing) means nothing was written; anything else may have been.
             claimed.ambiguous |= !matches!(e, Error::ApiDenied { .. } | Error::CrdMissing);
             Err(e)
         }
@@ -592,17 +592,19 @@ async fn reclaim_vanished<S: Store>(
         .collect();
     let before = local.sightings(SIGHTINGS_VANISHED);
     let now_s = now.as_second();
-    let mut seen = BTreeMap::new();
+    // The evidence is "this node is not registered": a node seen again ends
+    // its sighting; absent nodes that this range set holds no lease of keep theirs.
+    let mut seen: BTreeMap<String, i64> =
+        before.iter().filter(|(n, _)| !known.contains(*n)).map(|(n, t)| (n.clone(), *t)).collect();
     let mut gone = Vec::new();
     for node in absent {
         match before.get(node) {
             // Seen absent by an earlier invocation, long enough ago (whole seconds: one more to be safe).
             Some(first) if now_s.saturating_sub(*first).saturating_sub(1) >= secs(conf.vanished_node_grace) => {
+                seen.remove(node);
                 gone.push(node);
             }
-            Some(first) => {
-                seen.insert(node.to_string(), *first);
-            }
+            Some(_) => {}
             None => {
                 info!(node, grace = %netendpoint_crd::duration::format(conf.vanished_node_grace),
                     "leases held by a node that is not registered; reclaimed if it stays absent");

@@ -74,8 +74,8 @@ pub struct IpamConfig {
     /// How long a lease's node must have been absent, seen twice, before an
     /// ADD that needs the IP releases the lease.
     pub vanished_node_grace: Duration,
-    /// How old a lease must be, and how long since GC first found it stale,
-    /// before GC releases it.
+    /// How old a lease must be (by the API server's clock) before GC, having
+    /// found it stale in an earlier GC too, releases it.
     pub gc_grace: Duration,
     /// Logging.
     pub log: LogConfig,

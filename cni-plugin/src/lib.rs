@@ -60,7 +60,12 @@ pub fn run(env: &HashMap<String, String>, stdin: &[u8]) -> Output {
 }
 
 fn dispatch(env: &HashMap<String, String>, stdin: &[u8]) -> Result<Option<serde_json::Value>> {
-    let inv = Invocation::from_env(env)?;
+    let inv = match Invocation::from_env(env) {
+        Err(e) if env.get("CNI_COMMAND").is_some_and(|c| c == Command::Status.as_str()) => {
+            return Err(Error::NotReady(Box::new(e)));
+        }
+        inv => inv?,
+    };
     if inv.command == Command::Version {
         return Ok(Some(protocol::version_info()));
     }

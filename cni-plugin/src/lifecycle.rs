@@ -45,12 +45,17 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
         debug!("STATUS: recent success reused");
         return Ok(());
     }
-    match store.probe().await {
+    // A probe that hangs counts as unreachable, inside the invocation's deadline.
+    let probed = match tokio::time::timeout(STATUS_PROBE_TIMEOUT, store.probe()).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::DeadlineExceeded { command: "STATUS", after: STATUS_PROBE_TIMEOUT }),
+    };
+    match probed {
         Ok(()) => {
             local.save_status_state(key, StatusState { last_ok: Some(now), failing_since: None });
             Ok(())
         }
-        Err(e @ Error::ApiUnreachable { .. }) => {
+        Err(e) if is_transient(&e) => {
             let since = state.failing_since.unwrap_or(now);
             local.save_status_state(key, StatusState { last_ok: state.last_ok, failing_since: Some(since) });
             if now.saturating_sub(since) >= secs(STATUS_UNREACHABLE_WINDOW) {
@@ -67,12 +72,29 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
     }
 }
 
+/// How long STATUS waits for its one request.
+pub const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Errors that a working node sees while the API server restarts or sheds
+/// load: no connection, no answer, 429 and 5xx. STATUS tolerates them for
+/// [`STATUS_UNREACHABLE_WINDOW`].
+fn is_transient(e: &Error) -> bool {
+    match e {
+        Error::ApiUnreachable { .. } | Error::DeadlineExceeded { .. } => true,
+        Error::Api { source: kube::Error::Api(s), .. } => s.code == 429 || s.code >= 500,
+        _ => false,
+    }
+}
+
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
-/// The kind of sightings kept for GC.
-const SIGHTINGS_GC: &str = "gc";
+/// The sightings GC keeps for `network`: one record per network, so that
+/// networks sharing a pool never erase each other's evidence.
+fn sightings_gc(network: &str) -> String {
+    format!("gc.{}", netendpoint_crd::label_value(network))
+}
 
 /// CNI GC: requests deletion of this node's leases of this network and pool
 /// whose attachment is not in `valid`.
@@ -102,7 +124,8 @@ pub async fn gc<S: Store>(
     let keep: HashSet<(&str, &str)> = valid.iter().map(|a| (a.container_id.as_str(), a.ifname.as_str())).collect();
     let leases = store.find_by_node(node).await?;
     let now = store.server_now();
-    let before = local.sightings(SIGHTINGS_GC);
+    let kind = sightings_gc(&conf.network);
+    let before = local.sightings(&kind);
     let mut seen = BTreeMap::new();
     let mut errors = Vec::new();
     for ep in leases {
@@ -137,7 +160,7 @@ pub async fn gc<S: Store>(
             }
         }
     }
-    local.save_sightings(SIGHTINGS_GC, &seen);
+    local.save_sightings(&kind, &seen);
     Error::collect(errors)
 }
 
@@ -266,6 +289,10 @@ mod tests {
             (Some(Fault::Unreachable), 0, None),
             (Some(Fault::Unreachable), 59, None),
             (Some(Fault::Unreachable), 60, Some(50)),
+            (Some(Fault::Overloaded), 30, None),
+            (Some(Fault::Overloaded), 60, Some(50)),
+            (Some(Fault::Hang), 30, None),
+            (Some(Fault::Hang), 60, Some(50)),
         ];
         for (fault, after, want) in cases {
             let store = MemStore::new(T0, &["n1"]);

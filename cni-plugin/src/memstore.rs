@@ -31,6 +31,10 @@ pub enum Fault {
     Denied,
     /// The CRD is not installed.
     CrdMissing,
+    /// The API server answers 503 (restarting, shedding load).
+    Overloaded,
+    /// The API server accepts the request and never answers.
+    Hang,
 }
 
 impl Fault {
@@ -42,6 +46,13 @@ impl Fault {
             },
             Self::Denied => Error::ApiDenied { op: op.to_string(), status: 403, message: "forbidden".into() },
             Self::CrdMissing => Error::CrdMissing,
+            Self::Overloaded => Error::Api {
+                op: op.to_string(),
+                source: kube::Error::Api(Box::new(
+                    kube::core::Status::failure("unavailable", "ServiceUnavailable").with_code(503),
+                )),
+            },
+            Self::Hang => unreachable!("a hang is not an error"),
         }
     }
 }
@@ -232,7 +243,9 @@ impl Store for MemStore {
 
     async fn probe(&self) -> Result<()> {
         self.count("probe");
-        match self.state.lock().unwrap().probe_fault {
+        let fault = self.state.lock().unwrap().probe_fault;
+        match fault {
+            Some(Fault::Hang) => std::future::pending().await,
             Some(f) => Err(f.error("list one NetworkEndpoint")),
             None => Ok(()),
         }
