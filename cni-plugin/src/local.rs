@@ -18,9 +18,10 @@
 //! - `status.<hash of the kubeconfig path>.json`: when STATUS last reached the API server, so that one
 //!   blip does not mark the node NotReady.
 //!
-//! Every write goes through [`write_atomic`]: a temporary file in the same
-//! directory, then a rename over the old one, so readers see the old or the
-//! new content, never a mix. There is no fsync: every file here is a hint
+//! Every write goes through [`atomic_file::write`] with
+//! [`atomic_file::Options::HINT`]: a temporary file in the same directory,
+//! then a rename over the old one, so readers see the old or the new
+//! content, never a mix. There is no fsync: every file here is a hint
 //! whose loss in a crash costs at most a second lease until GC or DEL, or a
 //! grace period that starts again, and an fsync'd pair of writes measured
 //! 7 ms on the benchmark machine, more than half of a whole ADD. Write
@@ -29,7 +30,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -38,24 +39,6 @@ use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
 
 use crate::allocator::RangeSet;
-
-/// Writes `data` to `path` atomically (not durably: see the module docs),
-/// creating parent directories.
-pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let res = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
-}
 
 /// A file-name-safe form of `s` (container IDs and ifnames are validated,
 /// but node names from config are not file names).
@@ -102,8 +85,13 @@ impl LocalState {
         self.dir().map(|d| d.join("attachments").join(format!("{}_{}", clean(container_id), clean(if_name))))
     }
 
+    /// Replaces `path` (creating its directory), atomically but not durably:
+    /// see the module docs. A failure is logged and otherwise ignored.
     fn write(&self, path: &Path, data: &[u8], what: &str) {
-        if let Err(e) = write_atomic(path, data) {
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| atomic_file::write_bytes(path, atomic_file::Options::HINT, data));
+        if let Err(e) = written {
             warn!(path = %path.display(), error = %e, "cannot write {what}");
         }
     }
