@@ -26,19 +26,17 @@ use crate::allocator::{BLOCK_SIZE, RangeSet, block_of};
 use crate::config::IpamConfig;
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::LocalState;
-use crate::protocol::{IpConfig, IpamResult, PodIdentity};
+use crate::protocol::{AttachmentKey, IpConfig, IpamResult, PodIdentity};
 use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
 
 /// Candidates tried by create alone before ADD lists the pool.
 pub const PROBES_BEFORE_LIST: usize = 6;
 
-/// Who is asking: the attachment and its Pod.
+/// Who is asking: the attachment, its node and its Pod.
 #[derive(Debug, Clone)]
 pub struct Attachment {
-    /// CNI_CONTAINERID
-    pub container_id: String,
-    /// CNI_IFNAME
-    pub if_name: String,
+    /// CNI_CONTAINERID and CNI_IFNAME.
+    pub key: AttachmentKey,
     /// Node the plugin runs on.
     pub node: String,
     /// The Pod, when the runtime passed K8S_POD_*.
@@ -57,11 +55,11 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
     // A repeated ADD is recognised from this node's record and checked with a
     // GET by name; a first ADD makes no query at all before its create.
     let mut existing: Vec<NetworkEndpoint> = Vec::new();
-    for (name, uid) in local.recorded(&who.container_id, &who.if_name) {
+    for (name, uid) in local.recorded(&who.key.container_id, &who.key.if_name) {
         if let Some(ep) = store.get(&name).await?
             && ep.metadata.uid.as_deref() == Some(uid.as_str())
-            && ep.spec.container_id == who.container_id
-            && ep.spec.if_name == who.if_name
+            && ep.spec.container_id == who.key.container_id
+            && ep.spec.if_name == who.key.if_name
             && !ep.is_releasing()
         {
             existing.push(ep);
@@ -78,7 +76,7 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
         Ok(result) => {
             if !claimed.leases.is_empty() {
                 existing.extend(claimed.leases);
-                local.record(&who.container_id, &who.if_name, &existing);
+                local.record(&who.key.container_id, &who.key.if_name, &existing);
             }
             Ok(result)
         }
@@ -173,11 +171,12 @@ pub async fn sweep_unrecorded<S: Store>(
     who: &Attachment,
     local: &LocalState,
 ) -> Result<()> {
-    let recorded = local.recorded(&who.container_id, &who.if_name);
+    let recorded = local.recorded(&who.key.container_id, &who.key.if_name);
     let mut errors = Vec::new();
-    for ep in store.find_by_container(&who.container_id).await? {
-        let ours =
-            ep.spec.container_id == who.container_id && ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool;
+    for ep in store.find_by_container(&who.key.container_id).await? {
+        let ours = ep.spec.container_id == who.key.container_id
+            && ep.spec.if_name == who.key.if_name
+            && ep.spec.pool == conf.pool;
         let kept = recorded.iter().any(|(_, uid)| ep.metadata.uid.as_deref() == Some(uid.as_str()));
         if !ours || kept || ep.is_releasing() {
             continue;
@@ -235,8 +234,8 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
             ip: ip.to_string(),
             prefix_length: range.map_or(if ip.is_ipv4() { 32 } else { 128 }, |r| r.subnet.prefix_len()),
             gateway: range.and_then(|r| r.gateway).map(|g| g.to_string()),
-            if_name: who.if_name.clone(),
-            container_id: who.container_id.clone(),
+            if_name: who.key.if_name.clone(),
+            container_id: who.key.container_id.clone(),
             node: who.node.clone(),
             pod: who.pod.as_ref().map(|p| PodRef {
                 namespace: p.namespace.clone(),
@@ -670,8 +669,8 @@ fn exhaustion(conf: &IpamConfig, set: &RangeSet, view: &PoolView, waited: Durati
 /// returns without waiting for finalizers. Leases of other sandboxes, even
 /// with the same IP, are never touched. Missing leases are success.
 pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<()> {
-    local.forget(&who.container_id, &who.if_name);
-    let eps = match store.find_by_container(&who.container_id).await {
+    local.forget(&who.key.container_id, &who.key.if_name);
+    let eps = match store.find_by_container(&who.key.container_id).await {
         Ok(eps) => eps,
         // A 404 on the collection may mean the CRD is gone, or a proxy or a
         // wrong server path: only discovery can tell, and only "not served"
@@ -691,7 +690,7 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
     };
     let mut errors = Vec::new();
     for ep in eps.iter().filter(|ep| {
-        ep.spec.container_id == who.container_id && ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool
+        ep.spec.container_id == who.key.container_id && ep.spec.if_name == who.key.if_name && ep.spec.pool == conf.pool
     }) {
         if ep.is_releasing() {
             debug!(ip = %ep.spec.ip, "already releasing");
@@ -708,10 +707,10 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
 /// CNI CHECK: the attachment's leases exist, are not releasing, and match `prev`.
 pub async fn check<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, prev: &[IpNet]) -> Result<()> {
     let eps: Vec<NetworkEndpoint> = store
-        .find_by_container(&who.container_id)
+        .find_by_container(&who.key.container_id)
         .await?
         .into_iter()
-        .filter(|ep| ep.spec.if_name == who.if_name && ep.spec.pool == conf.pool)
+        .filter(|ep| ep.spec.if_name == who.key.if_name && ep.spec.pool == conf.pool)
         .collect();
     for (i, set) in conf.range_sets.iter().enumerate() {
         let Some(ep) = eps.iter().find(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))) else {
@@ -750,8 +749,7 @@ mod tests {
 
     fn who(cid: &str) -> Attachment {
         Attachment {
-            container_id: cid.into(),
-            if_name: "eth0".into(),
+            key: AttachmentKey { container_id: cid.into(), if_name: "eth0".into() },
             node: "n1".into(),
             pod: Some(PodIdentity { namespace: "default".into(), name: format!("pod-{cid}"), uid: String::new() }),
         }

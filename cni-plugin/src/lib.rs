@@ -32,7 +32,7 @@ use crate::commands::Attachment;
 use crate::config::{CLEANUP_RESERVE, IpamConfig};
 pub use crate::error::{Error, Result};
 use crate::local::LocalState;
-use crate::protocol::{CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
+use crate::protocol::{AttachmentKey, CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
 use crate::store::{KubeStore, ServerClock};
 
 /// What the binary prints on stdout, and its exit status.
@@ -92,8 +92,7 @@ fn dispatch_network(
     init_logging(&conf.log);
     let node = node_name(&conf, env)?;
     let who = Attachment {
-        container_id: inv.container_id.clone(),
-        if_name: inv.if_name.clone(),
+        key: AttachmentKey { container_id: inv.container_id.clone(), if_name: inv.if_name.clone() },
         node,
         pod: inv.pod(&net.args_cni),
     };
@@ -102,8 +101,8 @@ fn dispatch_network(
         command = ?inv.command,
         pool = %conf.pool,
         network = %conf.network,
-        container_id = %who.container_id,
-        if_name = %who.if_name,
+        container_id = %who.key.container_id,
+        if_name = %who.key.if_name,
         node = %who.node,
         pod = %who.pod.as_ref().map(|p| format!("{}/{}", p.namespace, p.name)).unwrap_or_default(),
     );

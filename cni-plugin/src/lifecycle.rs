@@ -14,7 +14,7 @@ use tracing::{debug, info, warn};
 use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::local::{LocalState, StatusState};
-use crate::protocol::Attachment;
+use crate::protocol::AttachmentKey;
 use crate::store::{Store, elapsed_at_least};
 
 /// How long a successful STATUS is reused without asking the API server
@@ -114,14 +114,14 @@ pub async fn gc<S: Store>(
     store: &S,
     conf: &IpamConfig,
     node: &str,
-    valid: Option<&[Attachment]>,
+    valid: Option<&[AttachmentKey]>,
     local: &LocalState,
 ) -> Result<()> {
     let Some(valid) = valid else {
         warn!("GC without cni.dev/valid-attachments: releasing nothing");
         return Ok(());
     };
-    let keep: HashSet<(&str, &str)> = valid.iter().map(|a| (a.container_id.as_str(), a.ifname.as_str())).collect();
+    let keep: HashSet<(&str, &str)> = valid.iter().map(|a| (a.container_id.as_str(), a.if_name.as_str())).collect();
     let leases = store.find_by_node(node).await?;
     let now = store.server_now();
     let kind = sightings_gc(&conf.network);
@@ -170,7 +170,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::commands::{self, Attachment as Who};
+    use crate::commands::{self, Attachment};
     use crate::memstore::{Fault, MemStore};
     use serde_json::json;
 
@@ -184,12 +184,16 @@ mod tests {
         IpamConfig::parse(&ipam, network).unwrap()
     }
 
-    fn who(cid: &str, ifname: &str) -> Who {
-        Who { container_id: cid.into(), if_name: ifname.into(), node: "n1".into(), pod: None }
+    fn who(cid: &str, ifname: &str) -> Attachment {
+        Attachment {
+            key: AttachmentKey { container_id: cid.into(), if_name: ifname.into() },
+            node: "n1".into(),
+            pod: None,
+        }
     }
 
-    fn valid(list: &[(&str, &str)]) -> Vec<Attachment> {
-        list.iter().map(|(c, i)| Attachment { container_id: c.to_string(), ifname: i.to_string() }).collect()
+    fn valid(list: &[(&str, &str)]) -> Vec<AttachmentKey> {
+        list.iter().map(|(c, i)| AttachmentKey { container_id: c.to_string(), if_name: i.to_string() }).collect()
     }
 
     fn scratch(name: &str) -> (LocalState, std::path::PathBuf) {

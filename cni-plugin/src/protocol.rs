@@ -281,17 +281,21 @@ pub struct NetConf {
     /// `prevResult` (CHECK, DEL).
     pub prev_result: Option<Value>,
     /// `cni.dev/valid-attachments` (GC).
-    pub valid_attachments: Option<Vec<Attachment>>,
+    pub valid_attachments: Option<Vec<AttachmentKey>>,
 }
 
-/// One (containerID, ifname) pair that GC must keep.
+/// What identifies an attachment in CNI: (CNI_CONTAINERID, CNI_IFNAME). ADD
+/// is idempotent per key, DEL releases only its key's leases, and GC keeps
+/// the keys of `cni.dev/valid-attachments` (whose JSON names are
+/// `containerID` and `ifname`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Deserialize)]
-pub struct Attachment {
-    /// The sandbox ID.
+pub struct AttachmentKey {
+    /// CNI_CONTAINERID: the sandbox ID.
     #[serde(rename = "containerID")]
     pub container_id: String,
-    /// The interface name.
-    pub ifname: String,
+    /// CNI_IFNAME: the interface name.
+    #[serde(rename = "ifname")]
+    pub if_name: String,
 }
 
 impl NetConf {
@@ -608,7 +612,8 @@ mod tests {
                  "cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#,
         )
         .unwrap();
-        assert_eq!(ok.valid_attachments.unwrap().len(), 1);
+        let key = AttachmentKey { container_id: "a".into(), if_name: "eth0".into() };
+        assert_eq!(ok.valid_attachments, Some(vec![key]));
     }
 
     #[test]
