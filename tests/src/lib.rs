@@ -42,11 +42,9 @@ pub async fn client() -> kube::Client {
     client_for(&kubeconfig()).await
 }
 
-/// A client authenticating with `kubeconfig`.
+/// A client authenticating with `kubeconfig`, built as the agent builds its own.
 pub async fn client_for(kubeconfig: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-    kube::Client::try_from(cfg).unwrap()
+    watcher_example::controller::client(Some(kubeconfig)).await.unwrap()
 }
 
 /// All NetworkEndpoints.

@@ -1,14 +1,15 @@
-//! Command-line flags (each with an environment-variable fallback).
+//! Command-line flags, each with an environment variable (clap). An unknown
+//! flag or a bad value is an error that names the flag, never a silent default.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use clap::builder::NonEmptyStringValueParser;
+use clap::{ArgAction, Parser, ValueEnum};
 
 /// Which [`crate::dataplane::Dataplane`] to program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DataplaneKind {
     /// Host routes in a network namespace (the default).
     Linux,
@@ -34,6 +35,55 @@ impl DelayRange {
         let span = (self.max - self.min).as_micros() as u64;
         self.min + Duration::from_micros(fastrand::u64(0..=span))
     }
+}
+
+/// The flags as given. A boolean flag alone means true; `--flag=true` and
+/// `--flag=false` also work, anything else is an error.
+#[derive(Debug, Parser)]
+#[command(name = "watcher-example", version, about = "watcher-example: reference netendpoint downstream agent")]
+struct Flags {
+    /// Node served; only its endpoints are watched
+    #[arg(long, env = "NODE_NAME", value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    node: String,
+    /// Finalizer acknowledged [default: watcher-example.netendpoint.dev/<node>]
+    #[arg(long, env = "WATCHER_FINALIZER", value_name = "NAME", value_parser = qualified_finalizer)]
+    finalizer: Option<String>,
+    /// Hold no finalizer (releases are not gated)
+    #[arg(long, env = "WATCHER_NO_FINALIZER", value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1,
+        require_equals = true, default_missing_value = "true", default_value = "false")]
+    no_finalizer: bool,
+    /// Add the finalizer to endpoints lacking it (test-and-add patch)
+    #[arg(long, env = "WATCHER_LAZY_FINALIZER", value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1,
+        require_equals = true, default_missing_value = "true", default_value = "false")]
+    lazy_finalizer: bool,
+    /// Kubeconfig [default: in-cluster config, then KUBECONFIG]
+    #[arg(long, env = "WATCHER_KUBECONFIG", value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Where /metrics, /healthz, /readyz and /rules are served
+    #[arg(long, env = "WATCHER_METRICS_ADDR", value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    metrics_addr: SocketAddr,
+    /// The dataplane to program
+    #[arg(long, env = "WATCHER_DATAPLANE", value_enum, default_value_t = DataplaneKind::Linux)]
+    dataplane: DataplaneKind,
+    /// Network namespace of the linux dataplane
+    #[arg(long, env = "WATCHER_NETNS", value_name = "NAME", default_value = "watcher-example")]
+    netns: String,
+    /// Dummy device in the netns that routes point to
+    #[arg(long, env = "WATCHER_DEVICE", value_name = "NAME", default_value = "nep0")]
+    device: String,
+    /// Table persistence (memory: the table; linux: the UID of each route)
+    #[arg(long, env = "WATCHER_STATE_FILE", value_name = "PATH")]
+    state_file: Option<PathBuf>,
+    /// Teardown delay, e.g. 20ms, or a range 0ms..30ms (simulates a slow agent)
+    #[arg(long, env = "WATCHER_TEARDOWN_DELAY", value_name = "D|A..B", value_parser = parse_delay)]
+    teardown_delay: Option<DelayRange>,
+    /// JSON lines of every table change, in order
+    #[arg(long, env = "WATCHER_EVENT_LOG", value_name = "PATH")]
+    event_log: Option<PathBuf>,
+    /// Tear down by IP without checking the UID (a typical naive agent)
+    #[arg(long, env = "WATCHER_NAIVE_IP_KEYED", value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1,
+        require_equals = true, default_missing_value = "true", default_value = "false")]
+    naive_ip_keyed: bool,
 }
 
 /// The agent's configuration.
@@ -66,129 +116,70 @@ pub struct Config {
     pub naive_ip_keyed: bool,
 }
 
-/// The usage text.
-pub const USAGE: &str = "\
-watcher-example: reference netendpoint downstream agent
-
-  --node NAME              node served (env NODE_NAME; required)
-  --finalizer NAME         finalizer acknowledged (env WATCHER_FINALIZER;
-                           default watcher-example.netendpoint.dev/<node>)
-  --no-finalizer           hold no finalizer (releases are not gated)
-  --lazy-finalizer         add the finalizer to endpoints lacking it
-  --kubeconfig PATH        default: in-cluster config or KUBECONFIG
-  --metrics-addr ADDR      default 127.0.0.1:9464 (env WATCHER_METRICS_ADDR)
-  --dataplane linux|memory default linux (env WATCHER_DATAPLANE)
-  --netns NAME             default watcher-example (env WATCHER_NETNS)
-  --device NAME            dummy device in the netns, default nep0
-  --state-file PATH        table persistence (env WATCHER_STATE_FILE)
-  --teardown-delay D|A..B  e.g. 20ms or 0ms..30ms (env WATCHER_TEARDOWN_DELAY)
-  --event-log PATH         JSON lines of table changes (env WATCHER_EVENT_LOG)
-  --naive-ip-keyed         tear down by IP without checking the UID
-";
-
 impl Config {
-    /// Parses `args` (without the program name), falling back to `env`.
-    pub fn parse(args: impl IntoIterator<Item = String>, env: &HashMap<String, String>) -> Result<Self> {
-        let mut flags: HashMap<String, String> = HashMap::new();
-        let mut switches: Vec<String> = Vec::new();
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            let Some(name) = arg.strip_prefix("--") else {
-                return Err(bad(&arg, "unexpected argument"));
-            };
-            if let Some((k, v)) = name.split_once('=') {
-                flags.insert(k.to_string(), v.to_string());
-                continue;
-            }
-            match name {
-                "no-finalizer" | "lazy-finalizer" | "naive-ip-keyed" => switches.push(name.to_string()),
-                "help" => return Err(bad("--help", USAGE)),
-                _ => {
-                    let v = it.next().ok_or_else(|| bad(&arg, "needs a value"))?;
-                    flags.insert(name.to_string(), v);
-                }
-            }
-        }
-        let get = |flag: &str, var: &str| flags.get(flag).cloned().or_else(|| env.get(var).cloned());
-        let node = get("node", "NODE_NAME").filter(|n| !n.is_empty()).ok_or_else(|| bad("--node", "required"))?;
-        let finalizer = if switches.iter().any(|s| s == "no-finalizer") {
-            None
-        } else {
-            let f = get("finalizer", "WATCHER_FINALIZER")
-                .unwrap_or_else(|| format!("watcher-example.netendpoint.dev/{node}"));
-            if !f.contains('/') {
-                return Err(bad("--finalizer", "must be qualified, like example.com/agent"));
-            }
-            Some(f)
-        };
-        let metrics_addr = get("metrics-addr", "WATCHER_METRICS_ADDR")
-            .unwrap_or_else(|| "127.0.0.1:9464".into())
-            .parse()
-            .map_err(|e| bad("--metrics-addr", &format!("{e}")))?;
-        let dataplane = match get("dataplane", "WATCHER_DATAPLANE").as_deref() {
-            None | Some("linux") => DataplaneKind::Linux,
-            Some("memory") => DataplaneKind::Memory,
-            Some(other) => return Err(bad("--dataplane", &format!("{other:?} is not linux or memory"))),
-        };
-        let teardown_delay = match get("teardown-delay", "WATCHER_TEARDOWN_DELAY") {
-            None => DelayRange::default(),
-            Some(s) => parse_delay(&s).map_err(|r| bad("--teardown-delay", &r))?,
-        };
+    /// Parses a command line (the program name first). Flags absent from it
+    /// are read from their environment variables. On `--help` and
+    /// `--version` the error is the text to print, with exit code 0
+    /// ([`clap::Error::exit_code`]); any other error names the flag.
+    pub fn parse<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let f = Flags::try_parse_from(args)?;
+        let finalizer = (!f.no_finalizer)
+            .then(|| f.finalizer.unwrap_or_else(|| format!("watcher-example.netendpoint.dev/{}", f.node)));
         Ok(Self {
-            node,
-            lazy_finalizer: switches.iter().any(|s| s == "lazy-finalizer") && finalizer.is_some(),
+            lazy_finalizer: f.lazy_finalizer && finalizer.is_some(),
             finalizer,
-            kubeconfig: flags.get("kubeconfig").map(PathBuf::from),
-            metrics_addr,
-            dataplane,
-            netns: get("netns", "WATCHER_NETNS").unwrap_or_else(|| "watcher-example".into()),
-            device: flags.get("device").cloned().unwrap_or_else(|| "nep0".into()),
-            state_file: get("state-file", "WATCHER_STATE_FILE").map(PathBuf::from),
-            teardown_delay,
-            event_log: get("event-log", "WATCHER_EVENT_LOG").map(PathBuf::from),
-            naive_ip_keyed: switches.iter().any(|s| s == "naive-ip-keyed"),
+            node: f.node,
+            kubeconfig: f.kubeconfig,
+            metrics_addr: f.metrics_addr,
+            dataplane: f.dataplane,
+            netns: f.netns,
+            device: f.device,
+            state_file: f.state_file,
+            teardown_delay: f.teardown_delay.unwrap_or_default(),
+            event_log: f.event_log,
+            naive_ip_keyed: f.naive_ip_keyed,
         })
     }
 }
 
-fn bad(flag: &str, reason: &str) -> Error {
-    Error::Config { flag: flag.to_string(), reason: reason.to_string() }
+/// A finalizer name must be qualified, like `example.com/agent`.
+fn qualified_finalizer(s: &str) -> Result<String, String> {
+    if s.contains('/') { Ok(s.to_string()) } else { Err("must be qualified, like example.com/agent".into()) }
 }
 
-/// Parses `250ms`, `2s`, `1m`, `0`, or a range `A..B` of those.
+/// Parses a duration of the one grammar ([`netendpoint_crd::duration`]:
+/// `250ms`, `2s`, `1m`, `0`), or a range `A..B` of those.
 pub fn parse_delay(s: &str) -> Result<DelayRange, String> {
+    let one = |d: &str| {
+        netendpoint_crd::duration::parse(d.trim())
+            .ok_or_else(|| format!("{:?} is not a duration like 30ms, 2s or 1m", d.trim()))
+    };
     match s.split_once("..") {
         Some((a, b)) => {
-            let (min, max) = (parse_duration(a)?, parse_duration(b)?);
+            let (min, max) = (one(a)?, one(b)?);
             if max < min {
                 return Err(format!("{s:?}: the range is reversed"));
             }
             Ok(DelayRange { min, max })
         }
-        None => parse_duration(s).map(|d| DelayRange { min: d, max: d }),
-    }
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 30ms"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "" if n == 0 => Ok(Duration::ZERO),
-        _ => Err(format!("{s:?}: unit must be ms, s or m")),
+        None => one(s).map(|d| DelayRange { min: d, max: d }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::error::ErrorKind;
 
-    fn parse(args: &[&str]) -> Result<Config> {
-        Config::parse(args.iter().map(|s| s.to_string()), &HashMap::new())
+    /// Parses `args` after the program name. Flags the test does not give may
+    /// come from the environment (`NODE_NAME`, `WATCHER_*`), so every test
+    /// passes the flags it asserts on.
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        Config::parse(std::iter::once("watcher-example").chain(args.iter().copied()))
     }
 
     #[test]
@@ -201,21 +192,69 @@ mod tests {
         assert_eq!(c.finalizer, None);
         assert_eq!(c.dataplane, DataplaneKind::Memory);
         assert_eq!(c.teardown_delay, DelayRange { min: Duration::from_millis(5), max: Duration::from_millis(30) });
+        let c = parse(&["--node=n", "--lazy-finalizer", "--naive-ip-keyed", "--metrics-addr=0.0.0.0:1"]).unwrap();
+        assert!(c.lazy_finalizer && c.naive_ip_keyed);
+        assert_eq!(c.metrics_addr, "0.0.0.0:1".parse().unwrap());
     }
 
     #[test]
     fn bad_flags_name_the_flag() {
         for (args, flag) in [
-            (&["--finalizer", "x"][..], "--node"),
             (&["--node", "n", "--finalizer", "noslash"][..], "--finalizer"),
             (&["--node", "n", "--dataplane", "vpp"][..], "--dataplane"),
             (&["--node", "n", "--teardown-delay", "30..10ms"][..], "--teardown-delay"),
+            (&["--node", "n", "--teardown-delay", "5 minutes"][..], "--teardown-delay"),
+            (&["--node", "n", "--metrics-addr", "localhost"][..], "--metrics-addr"),
+            (&["--node", ""][..], "--node"),
         ] {
-            match parse(args) {
-                Err(Error::Config { flag: f, .. }) => assert_eq!(f, flag, "{args:?}"),
-                other => panic!("{args:?}: {other:?}"),
-            }
+            let e = parse(args).unwrap_err();
+            assert!(e.to_string().contains(flag), "{args:?}: {e}");
+            assert_eq!(e.exit_code(), 2, "{args:?}");
         }
+        if std::env::var_os("NODE_NAME").is_none() {
+            let e = parse(&["--finalizer", "a.example/x"]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::MissingRequiredArgument);
+            assert!(e.to_string().contains("--node"), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_flag_is_an_error() {
+        // Before clap, this bound the default address and ignored the typo.
+        let e = parse(&["--node", "n", "--metrics-adr", "0.0.0.0:1"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UnknownArgument);
+        assert!(e.to_string().contains("--metrics-adr"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(parse(&["--node", "n", "stray"]).unwrap_err().kind(), ErrorKind::UnknownArgument);
+    }
+
+    #[test]
+    fn help_exits_zero_with_the_usage() {
+        let e = parse(&["--help"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DisplayHelp);
+        assert_eq!(e.exit_code(), 0);
+        let text = e.render().to_string();
+        for flag in
+            ["Usage: watcher-example", "--node", "--no-finalizer", "--metrics-addr", "[env: WATCHER_METRICS_ADDR"]
+        {
+            assert!(text.contains(flag), "{flag} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn booleans_behave() {
+        let finalizer = |args: &[&str]| parse(&[&["--node", "n"], args].concat()).unwrap().finalizer;
+        // Before clap, `--no-finalizer=true` kept the finalizer.
+        assert_eq!(finalizer(&["--no-finalizer=true"]), None);
+        assert_eq!(finalizer(&["--no-finalizer"]), None);
+        assert_eq!(finalizer(&["--no-finalizer=false"]).as_deref(), Some("watcher-example.netendpoint.dev/n"));
+        assert_eq!(finalizer(&["--no-finalizer", "--finalizer", "a.example/x"]), None, "--no-finalizer wins");
+        assert!(parse(&["--node", "n", "--no-finalizer=yes"]).is_err());
+        // A boolean never takes the next argument as its value.
+        let c = parse(&["--naive-ip-keyed", "--node", "n"]).unwrap();
+        assert!(c.naive_ip_keyed && c.node == "n");
+        // Without a finalizer there is nothing to add lazily.
+        assert!(!parse(&["--node", "n", "--no-finalizer", "--lazy-finalizer"]).unwrap().lazy_finalizer);
     }
 
     #[test]
@@ -225,5 +264,7 @@ mod tests {
             let d = r.sample();
             assert!(d >= Duration::from_millis(10) && d <= Duration::from_millis(20));
         }
+        assert_eq!(parse_delay("0").unwrap(), DelayRange::default());
+        assert_eq!(parse_delay("1.5s").unwrap().max, Duration::from_millis(1500));
     }
 }

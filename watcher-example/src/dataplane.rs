@@ -82,9 +82,8 @@ impl MemoryTable {
         let list: Vec<&Rule> = self.rules.values().collect();
         let bytes =
             serde_json::to_vec_pretty(&list).map_err(|source| Error::StateFile { path: path.clone(), source })?;
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, bytes)
-            .and_then(|()| std::fs::rename(&tmp, path))
+        // Atomic, not fsync'd: it only has to survive the agent's restarts, not the machine's.
+        atomic_file::write_bytes(path, atomic_file::Options::HINT, &bytes)
             .map_err(|source| Error::Io { path: path.clone(), source })
     }
 }

@@ -5,14 +5,6 @@ use std::path::PathBuf;
 /// Everything that can go wrong in the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A command-line flag (or its environment variable) is missing or invalid.
-    #[error("invalid {flag}: {reason}")]
-    Config {
-        /// The flag at fault, e.g. `--node`.
-        flag: String,
-        /// What is wrong with it.
-        reason: String,
-    },
     /// The kubeconfig given with `--kubeconfig` could not be loaded.
     #[error("cannot load kubeconfig")]
     Kubeconfig(#[source] kube::config::KubeconfigError),

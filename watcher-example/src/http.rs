@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 
 /// Binds `addr` and returns the bound address and the serving future.
 ///
-/// - `/metrics`: Prometheus text format.
+/// - `/metrics`: the Prometheus metrics, in OpenMetrics text ([`crate::metrics::CONTENT_TYPE`]).
 /// - `/healthz`: 200 while the process runs.
 /// - `/readyz`: 200 once the first list of endpoints was reconciled, 503 before.
 /// - `/rules`: the dataplane table as JSON (a debugging aid; tests read it).
@@ -47,7 +47,7 @@ pub async fn bind(addr: SocketAddr, agent: Arc<Agent>) -> Result<(SocketAddr, im
 
 fn route(agent: &Agent, path: &str) -> Response<Full<Bytes>> {
     let (status, ctype, body) = match path {
-        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", agent.render_metrics()),
+        "/metrics" => (StatusCode::OK, crate::metrics::CONTENT_TYPE, agent.render_metrics()),
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
         "/readyz" if agent.is_ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
         "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "initial sync not done\n".to_string()),

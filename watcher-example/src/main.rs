@@ -1,6 +1,5 @@
 //! The `watcher-example` binary: see `--help` and README.md.
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -19,12 +18,16 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Error::Config { flag, reason }) if flag == "--help" => {
-            eprint!("{reason}");
-            ExitCode::SUCCESS
+    let cfg = match Config::parse(std::env::args_os()) {
+        Ok(cfg) => cfg,
+        // --help and --version print to stdout and exit 0; a bad flag prints the usage to stderr, exit 2.
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
+    };
+    match run(cfg).await {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let mut msg = e.to_string();
             let mut source = std::error::Error::source(&e);
@@ -38,9 +41,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<()> {
-    let env: HashMap<String, String> = std::env::vars().collect();
-    let cfg = Config::parse(std::env::args().skip(1), &env)?;
+async fn run(cfg: Config) -> Result<()> {
     let table: Box<dyn Dataplane> = match cfg.dataplane {
         DataplaneKind::Memory => Box::new(match &cfg.state_file {
             Some(path) => MemoryTable::open(path)?,

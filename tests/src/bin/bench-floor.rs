@@ -3,6 +3,8 @@
 //!
 //! Usage: `bench-floor KUBECONFIG POOL IP`. Exit status 0 on success.
 
+use std::path::Path;
+
 use kube::api::{Api, PostParams};
 use netendpoint_crd::NetworkEndpoint;
 
@@ -20,16 +22,22 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result: Result<(), Box<dyn std::error::Error>> = rt.block_on(async {
-        let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-        let api: Api<NetworkEndpoint> = Api::all(kube::Client::try_from(cfg)?);
+        // The shared kubeconfig-to-client helper: read, configure, build; no request.
+        let client = watcher_example::controller::client(Some(Path::new(kubeconfig))).await?;
+        let api: Api<NetworkEndpoint> = Api::all(client);
         api.create(&PostParams::default(), &netendpoint_tests::lease(pool, ip, "floor", "bench-node", &[])).await?;
         Ok(())
     });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bench-floor: {e}");
+            let mut msg = e.to_string();
+            let mut source = e.source();
+            while let Some(s) = source {
+                msg.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            eprintln!("bench-floor: {msg}");
             std::process::ExitCode::FAILURE
         }
     }
