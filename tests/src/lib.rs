@@ -129,7 +129,15 @@ pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&s
     NetworkEndpoint {
         metadata: kube::api::ObjectMeta {
             name: Some(netendpoint_crd::endpoint_name(pool, ip.parse().unwrap())),
-            labels: Some([(netendpoint_crd::LABEL_POOL.to_string(), netendpoint_crd::label_value(pool))].into()),
+            // The labels the plugin sets that its lookups select on: pool, node, block.
+            labels: Some(
+                [
+                    (netendpoint_crd::LABEL_POOL.to_string(), netendpoint_crd::label_value(pool)),
+                    (netendpoint_crd::LABEL_NODE.to_string(), netendpoint_crd::label_value(node)),
+                    (netendpoint_crd::LABEL_BLOCK.to_string(), netendpoint_crd::block_label_value(ip.parse().unwrap())),
+                ]
+                .into(),
+            ),
             finalizers: Some(finalizers.iter().map(|f| f.to_string()).collect()),
             ..Default::default()
         },

@@ -5,11 +5,18 @@
 //! ADD latency and throughput at several concurrencies beside the API-write
 //! floor, host-local and (when built) whereabouts; API requests per ADD and
 //! DEL counted at the server; ADD latency by pool size; release-to-reuse
-//! latency with watcher-example acknowledging; and footprints. Writes
-//! `BENCHMARKS.md` and an SVG plot.
+//! latency with watcher-example acknowledging; replacement ADDs that come
+//! before the old pod's DEL; ADD in a /64 with a large exclusion; what STATUS
+//! costs the API server; many nodes ADDing into one empty pool; footprints;
+//! and, last and only without `--quick`, ADD in a /15 filled to 50 % and 90 %.
+//! Writes `BENCHMARKS.md` and an SVG plot.
 //!
 //! Usage: `netendpoint-bench --kubeconfig K --bin-dir target/release --cni-dir tests/bin/cni
-//! [--whereabouts PATH] [--out BENCHMARKS.md] [--plot docs/bench.svg] [--quick]`
+//! [--whereabouts PATH] [--out BENCHMARKS.md] [--plot docs/bench.svg] [--quick] [--large-prefix 15]`
+//!
+//! `BENCH_ONLY=case,case` runs only those cases (latency, requests, scale,
+//! reuse, replace, exclude, status, nodes, footprint, large), prints the
+//! report and writes no file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,8 +30,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use netendpoint_crd::{LABEL_POOL, NetworkEndpoint, label_value};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use netendpoint_crd::{LABEL_BLOCK, LABEL_NODE, LABEL_POOL, NetworkEndpoint, block_label_value, label_value};
 use serde_json::{Value, json};
 
 struct Ctx {
@@ -33,6 +41,7 @@ struct Ctx {
     cni: PathBuf,
     work: PathBuf,
     quick: bool,
+    large_prefix: u8,
     whereabouts: Option<PathBuf>,
     rt: tokio::runtime::Runtime,
     client: kube::Client,
@@ -49,19 +58,11 @@ struct Stats {
 
 impl Stats {
     fn of(mut lat: Vec<Duration>, failed: usize, wall: Duration) -> Self {
-        lat.sort();
-        let pct = |p: f64| -> f64 {
-            if lat.is_empty() {
-                return f64::NAN;
-            }
-            let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
-            lat[i].as_secs_f64() * 1000.0
-        };
         Self {
             n: lat.len() + failed,
             failed,
-            p50_ms: pct(0.50),
-            p99_ms: pct(0.99),
+            p50_ms: pct_ms(&mut lat, 0.50),
+            p99_ms: pct_ms(&mut lat, 0.99),
             per_sec: lat.len() as f64 / wall.as_secs_f64(),
         }
     }
@@ -160,21 +161,160 @@ impl Ctx {
         Invocation { program: self.plugin(), args: vec![], env: self.cni_env("ADD", cid), stdin: conf.to_vec() }
     }
 
+    fn del(&self, conf: &[u8], cid: &str) -> Invocation {
+        Invocation { program: self.plugin(), args: vec![], env: self.cni_env("DEL", cid), stdin: conf.to_vec() }
+    }
+
+    /// Deletes every lease of `pool`, one page of at most 5,000 per
+    /// deletecollection, so that no response holds a whole large pool.
     fn delete_pool(&self, pool: &str) {
+        const PAGE: u32 = 5_000;
         let api: Api<NetworkEndpoint> = Api::all(self.client.clone());
-        let lp = ListParams::default().labels(&format!("{LABEL_POOL}={}", label_value(pool)));
-        let _ = self.rt.block_on(api.delete_collection(&DeleteParams::default(), &lp));
+        let lp = ListParams::default().labels(&format!("{LABEL_POOL}={}", label_value(pool))).limit(PAGE);
+        self.rt.block_on(async {
+            // A short page is the last one; the bound stops a loop on objects that cannot go.
+            for _ in 0..200 {
+                let deleted = match api.delete_collection(&DeleteParams::default(), &lp).await {
+                    Ok(r) => r.left().map_or(0, |l| l.items.len()),
+                    Err(e) => {
+                        eprintln!("delete pool {pool}: {e}");
+                        return;
+                    }
+                };
+                if deleted < PAGE as usize {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Registers Node objects (metadata only) under `names`; existing ones are kept.
+    /// ADD refuses to lease under a node name that is not registered.
+    fn ensure_nodes(&self, names: &[String]) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        self.rt.block_on(async {
+            for name in names {
+                let node = Node {
+                    metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+                    ..Node::default()
+                };
+                match api.create(&PostParams::default(), &node).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => panic!("register node {name}: {e}"),
+                }
+            }
+        });
+    }
+
+    /// Creates leases of `pool` at `ips` directly (not through the plugin),
+    /// `in_flight` at a time, labelled as the plugin labels its own (node and
+    /// block), so that block lists find them. Returns how many were created.
+    fn fill(&self, pool: &str, ips: &[String], node: &str, in_flight: usize) -> usize {
+        self.rt.block_on(async {
+            use futures::StreamExt;
+            let api: Api<NetworkEndpoint> = Api::all(self.client.clone());
+            futures::stream::iter(ips.iter().map(|ip| {
+                let api = api.clone();
+                let mut ep = netendpoint_tests::lease(pool, ip, "filler", node, &[]);
+                let labels = ep.metadata.labels.get_or_insert_with(Default::default);
+                labels.insert(LABEL_NODE.to_string(), label_value(node));
+                labels.insert(LABEL_BLOCK.to_string(), block_label_value(ip.parse().unwrap()));
+                async move { api.create(&PostParams::default(), &ep).await.is_ok() }
+            }))
+            .buffer_unordered(in_flight)
+            .fold(0, |n, ok| async move { n + usize::from(ok) })
+            .await
+        })
+    }
+
+    /// One scrape of the API server's `/metrics`.
+    fn metrics(&self) -> Metrics {
+        let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = self.rt.block_on(self.client.request_text(req)).unwrap_or_default();
+        Metrics(
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| {
+                    let (series, value) = l.rsplit_once(' ')?;
+                    Some((series.to_string(), value.parse().ok()?))
+                })
+                .collect(),
+        )
     }
 
     /// Sum of `apiserver_request_total` for NetworkEndpoints.
     fn requests(&self) -> f64 {
-        let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-        let text = self.rt.block_on(self.client.request_text(req)).unwrap_or_default();
-        text.lines()
-            .filter(|l| l.starts_with("apiserver_request_total{") && l.contains("resource=\"networkendpoints\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        self.metrics().sum(REQUESTS, |l| l.networkendpoints())
+    }
+
+    /// PID of the kube-testenv process (API server and etcd in one), from the
+    /// state directory that holds the kubeconfig.
+    fn apiserver_pid(&self) -> Option<u32> {
+        let dir = self.kubeconfig.parent()?;
+        std::fs::read_to_string(dir.join("pid")).ok()?.trim().parse().ok()
+    }
+}
+
+const REQUESTS: &str = "apiserver_request_total";
+const RESPONSE_BYTES: &str = "apiserver_response_sizes_sum";
+
+/// The API server's metrics at one moment: series (name and labels) to value.
+struct Metrics(HashMap<String, f64>);
+
+impl Metrics {
+    /// Sum of the series of metric `name` whose labels `keep` accepts.
+    fn sum(&self, name: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
+        self.0
+            .iter()
+            .filter_map(|(k, v)| {
+                let labels = k.strip_prefix(name)?.strip_prefix('{')?.strip_suffix('}')?;
+                keep(&Labels(labels)).then_some(v)
+            })
             .sum()
     }
+
+    /// Increase of [`Metrics::sum`] since `before`.
+    fn since(&self, before: &Metrics, name: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
+        self.sum(name, &keep) - before.sum(name, &keep)
+    }
+}
+
+/// The labels of one series, as the exposition format writes them (`a="x",b="y"`).
+struct Labels<'a>(&'a str);
+
+impl Labels<'_> {
+    /// The value of label `name` ("" when absent). Label values here hold no commas.
+    fn get(&self, name: &str) -> &str {
+        self.0.split(',').find_map(|kv| kv.strip_prefix(name)?.strip_prefix("=\"")?.strip_suffix('"')).unwrap_or("")
+    }
+
+    fn networkendpoints(&self) -> bool {
+        self.get("resource") == "networkendpoints"
+    }
+
+    /// A request to a resource, other than the API server's own heartbeat
+    /// (coordination.k8s.io Leases), which ticks whatever clients do.
+    fn client_resource(&self) -> bool {
+        !matches!(self.get("resource"), "" | "leases")
+    }
+}
+
+/// Percentile `p` (0..1) of `v` in milliseconds, nearest rank.
+fn pct_ms(v: &mut [Duration], p: f64) -> f64 {
+    v.sort();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i].as_secs_f64() * 1000.0
+}
+
+/// `conf` with `edit` applied to its JSON.
+fn edit_conf(conf: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(conf).unwrap();
+    edit(&mut v);
+    serde_json::to_vec(&v).unwrap()
 }
 
 fn host(v: u32) -> String {
@@ -203,7 +343,19 @@ fn main() {
     let work = std::env::temp_dir().join(format!("netendpoint-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
     let whereabouts = args.get("whereabouts").map(PathBuf::from);
-    let ctx = Ctx { kubeconfig, bin: get("bin-dir"), cni: get("cni-dir"), work, quick, whereabouts, rt, client };
+    let large_prefix = args.get("large-prefix").map_or(15, |p| p.parse().expect("--large-prefix: a prefix length"));
+    let ctx = Ctx {
+        kubeconfig,
+        bin: get("bin-dir"),
+        cni: get("cni-dir"),
+        work,
+        quick,
+        large_prefix,
+        whereabouts,
+        rt,
+        client,
+    };
+    ctx.ensure_nodes(&["bench-node".to_string()]);
     let mut report = String::new();
     let started = Instant::now();
 
@@ -216,16 +368,39 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("scale") {
-        bench_pool_scale(&ctx, &mut report);
+    if let Ok(only) = std::env::var("BENCH_ONLY") {
+        for case in only.split(',') {
+            match case.trim() {
+                "latency" => drop(bench_latency(&ctx, &mut report)),
+                "requests" => bench_requests(&ctx, &mut report),
+                "scale" => bench_pool_scale(&ctx, &mut report),
+                "reuse" => bench_release_to_reuse(&ctx, &mut report),
+                "replace" => bench_replacement_before_del(&ctx, &mut report),
+                "exclude" => bench_exclusion(&ctx, &mut report),
+                "status" => bench_status(&ctx, &mut report),
+                "nodes" => bench_many_nodes(&ctx, &mut report),
+                "footprint" => bench_footprint(&ctx, &mut report),
+                "large" => bench_large_pool(&ctx, &mut report),
+                other => panic!("BENCH_ONLY: unknown case {other:?}"),
+            }
+        }
         print!("{report}");
+        let _ = std::fs::remove_dir_all(&ctx.work);
         return;
     }
     let latency = bench_latency(&ctx, &mut report);
     bench_requests(&ctx, &mut report);
+    bench_exclusion(&ctx, &mut report);
     bench_pool_scale(&ctx, &mut report);
     bench_release_to_reuse(&ctx, &mut report);
+    bench_replacement_before_del(&ctx, &mut report);
+    bench_status(&ctx, &mut report);
+    bench_many_nodes(&ctx, &mut report);
     bench_footprint(&ctx, &mut report);
+    // Last: it leaves the API server with the most to digest.
+    if !ctx.quick {
+        bench_large_pool(&ctx, &mut report);
+    }
     let _ = writeln!(report, "\nTotal harness time: {:.0} s.", started.elapsed().as_secs_f64());
 
     print!("{report}");
@@ -418,18 +593,8 @@ fn bench_pool_scale(ctx: &Ctx, report: &mut String) {
         rng.shuffle(&mut hosts);
         hosts.truncate(usable as usize / 2);
         let fill = Instant::now();
-        ctx.rt.block_on(async {
-            use futures::StreamExt;
-            let api: Api<NetworkEndpoint> = Api::all(ctx.client.clone());
-            futures::stream::iter(hosts.iter().map(|h| {
-                let api = api.clone();
-                let ep = netendpoint_tests::lease(&pool, &host(net + h), "filler", "other-node", &[]);
-                async move { api.create(&PostParams::default(), &ep).await.is_ok() }
-            }))
-            .buffer_unordered(48)
-            .collect::<Vec<bool>>()
-            .await
-        });
+        let ips: Vec<String> = hosts.iter().map(|h| host(net + h)).collect();
+        ctx.fill(&pool, &ips, "other-node", 48);
         let fill_s = fill.elapsed().as_secs_f64();
         let conf = ctx.netconf(&pool, &format!("{}/{prefix}", host(net)), json!({}));
         let before = ctx.requests();
@@ -542,6 +707,304 @@ fn bench_release_to_reuse(ctx: &Ctx, report: &mut String) {
     ctx.delete_pool(pool);
 }
 
+fn bench_exclusion(ctx: &Ctx, report: &mut String) {
+    let pool = "bench-exclude";
+    let (subnet, exclude) = ("fd00:64::/64", "fd00:64::/100");
+    let conf = ctx.netconf(pool, subnet, json!({"exclude": [exclude]}));
+    let n = if ctx.quick { 10 } else { 40 };
+    let mut lat = Vec::new();
+    let mut fails = Vec::new();
+    for i in 0..n {
+        let (ok, took, out) = run_one(&ctx.add(&conf, &format!("excl-{i}")));
+        if ok {
+            lat.push(took);
+        } else {
+            fails.push(out);
+        }
+    }
+    report_failures("exclusion", 1, &fails);
+    let first_ms = lat.first().map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
+    let s = Stats::of(lat, fails.len(), Duration::from_secs(1));
+    let _ = writeln!(report, "## ADD in a /64 with a /100 exclusion\n");
+    let _ = writeln!(
+        report,
+        "Subnet `{subnet}` with `exclude: [\"{exclude}\"]`, so the first 2^28 addresses are excluded and the first candidate lies beyond them. \
+         {n} ADDs at concurrency 1 into the empty pool; the first has no cursor yet (and checks the node once).\n"
+    );
+    let _ = writeln!(report, "| ADDs | failed | first ADD ms | p50 ms | p99 ms |");
+    let _ = writeln!(report, "|---:|---:|---:|---:|---:|");
+    let _ = writeln!(report, "| {} | {} | {first_ms:.1} | {:.1} | {:.1} |\n", s.n, s.failed, s.p50_ms, s.p99_ms);
+    ctx.delete_pool(pool);
+}
+
+fn bench_replacement_before_del(ctx: &Ctx, report: &mut String) {
+    let pool = "bench-replace";
+    let conf = edit_conf(&ctx.netconf(pool, "10.98.0.0/29", json!({"waitForRelease": "10s"})), |v| {
+        v["ipam"]["ranges"] = json!([[{"subnet": "10.98.0.0/29", "rangeStart": "10.98.0.2", "rangeEnd": "10.98.0.5"}]]);
+    });
+    for i in 0..4 {
+        let _ = run_one(&ctx.add(&conf, &format!("repl-{i}")));
+    }
+    let rounds = if ctx.quick { 10 } else { 30 };
+    let mut rng = fastrand::Rng::with_seed(2);
+    let (mut lat, mut after_del) = (Vec::new(), Vec::new());
+    let mut fails = Vec::new();
+    for r in 0..rounds {
+        let (old, new) = (format!("repl-{r}"), format!("repl-{}", r + 4));
+        let delay = Duration::from_millis(rng.u64(0..=2000));
+        let (add, del_started) = std::thread::scope(|s| {
+            let t0 = Instant::now();
+            let add = s.spawn(|| run_one(&ctx.add(&conf, &new)));
+            std::thread::sleep(delay);
+            let del_started = t0.elapsed();
+            let _ = run_one(&ctx.del(&conf, &old));
+            (add.join().unwrap(), del_started)
+        });
+        match add {
+            (true, took, _) => {
+                lat.push(took);
+                after_del.push(took.saturating_sub(del_started));
+            }
+            (false, _, out) => {
+                fails.push(out);
+                // Keep the pool full for the next round: the freed address is taken now.
+                let _ = run_one(&ctx.add(&conf, &new));
+            }
+        }
+    }
+    report_failures("replacement", 1, &fails);
+    let p50_after_del = pct_ms(&mut after_del, 0.50);
+    let s = Stats::of(lat, fails.len(), Duration::from_secs(1));
+    let _ = writeln!(report, "## Replacement ADD before the old pod's DEL (full pool)\n");
+    let _ = writeln!(
+        report,
+        "As under kubelet, where a replacement pod's ADD often comes before the old pod's DEL. A pool of 4 IPs, all leased, \
+         no finalizers (so the DEL frees the address at once), `waitForRelease: 10s`. Each round starts the replacement's ADD, \
+         then after a random 0–2 s delay runs the old pod's DEL; the ADD must wait for that release to begin and finish. \
+         Latency is measured from the start of the replacement's ADD.\n"
+    );
+    let _ = writeln!(report, "| rounds | succeeded | success % | p50 ms | p99 ms | p50 ms after the DEL started |");
+    let _ = writeln!(report, "|---:|---:|---:|---:|---:|---:|");
+    let ok = s.n - s.failed;
+    let _ = writeln!(
+        report,
+        "| {} | {ok} | {:.0} | {:.1} | {:.1} | {p50_after_del:.1} |\n",
+        s.n,
+        100.0 * ok as f64 / s.n.max(1) as f64,
+        s.p50_ms,
+        s.p99_ms
+    );
+    ctx.delete_pool(pool);
+}
+
+fn bench_status(ctx: &Ctx, report: &mut String) {
+    let pool = "bench-status";
+    // A full /24: every usable address leased.
+    let ips: Vec<String> = (2..255).map(|h| host(0x0a63_0000 + h)).collect();
+    let leased = ctx.fill(pool, &ips, "bench-node", 48);
+    let base = ctx.netconf(pool, "10.99.0.0/24", json!({}));
+    let conf_in = |data: PathBuf| {
+        edit_conf(&base, |v| {
+            v["cniVersion"] = json!("1.1.0");
+            v["ipam"]["dataDir"] = json!(data);
+        })
+    };
+    let status = |conf: Vec<u8>| Invocation {
+        program: ctx.plugin(),
+        args: vec![],
+        env: vec![("CNI_COMMAND".into(), "STATUS".into()), ("CNI_PATH".into(), ctx.cni.display().to_string())],
+        stdin: conf,
+    };
+    let n = if ctx.quick { 30 } else { 100 };
+    struct Row {
+        stats: Stats,
+        wall_s: f64,
+        requests: f64,
+        lists: f64,
+        bytes: f64,
+    }
+    let measure = |make: &(dyn Fn(usize) -> Invocation + Sync)| {
+        let before = ctx.metrics();
+        let wall = Instant::now();
+        let (stats, fails) = run_many(n, 1, make);
+        let wall_s = wall.elapsed().as_secs_f64();
+        let after = ctx.metrics();
+        report_failures("status", 1, &fails);
+        Row {
+            stats,
+            wall_s,
+            requests: after.since(&before, REQUESTS, |l| l.client_resource()),
+            lists: after.since(&before, REQUESTS, |l| l.networkendpoints() && l.get("verb") == "LIST"),
+            bytes: after.since(&before, RESPONSE_BYTES, |l| l.client_resource()),
+        }
+    };
+    let burst_conf = conf_in(ctx.work.join("status-burst"));
+    let burst = measure(&|_| status(burst_conf.clone()));
+    let uncached = measure(&|i| status(conf_in(ctx.work.join("status-uncached").join(i.to_string()))));
+    // For scale: what one metadata list of this pool would cost.
+    let before = ctx.metrics();
+    let api: Api<NetworkEndpoint> = Api::all(ctx.client.clone());
+    let _ = ctx
+        .rt
+        .block_on(api.list_metadata(&ListParams::default().labels(&format!("{LABEL_POOL}={}", label_value(pool)))));
+    let pool_list_bytes = ctx.metrics().since(&before, RESPONSE_BYTES, |l| l.networkendpoints());
+
+    let _ = writeln!(report, "## STATUS cost at the API server (full pool)\n");
+    let _ = writeln!(
+        report,
+        "{n} STATUS invocations at concurrency 1, each a separate plugin process, while the pool is full ({leased} of 253 addresses leased). \
+         Counted at the server from `apiserver_request_total` and `apiserver_response_sizes_sum` over all resources (the API server's own \
+         Lease heartbeats left out). STATUS reuses a success for 10 s per node (under `dataDir`): the burst shares one `dataDir`, so it is \
+         mostly cached; with a fresh `dataDir` per call every STATUS asks the server, which is the cost of one uncached STATUS. \
+         STATUS never lists the pool: its NetworkEndpoint LISTs are the `limit=1` metadata probe only, one per uncached call \
+         (one metadata list of this pool would be {pool_list_bytes:.0} bytes).\n"
+    );
+    let _ = writeln!(
+        report,
+        "| STATUS calls | failed | wall s | p50 ms | API requests per STATUS | NetworkEndpoint LISTs per STATUS | response bytes per STATUS |"
+    );
+    let _ = writeln!(report, "|---|---:|---:|---:|---:|---:|---:|");
+    for (name, r) in [("burst, one `dataDir` (cached)", &burst), ("fresh `dataDir` per call (uncached)", &uncached)] {
+        let per = |v: f64| v / r.stats.n.max(1) as f64;
+        let _ = writeln!(
+            report,
+            "| {name}: {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} |",
+            r.stats.n,
+            r.stats.failed,
+            r.wall_s,
+            r.stats.p50_ms,
+            per(r.requests),
+            per(r.lists),
+            per(r.bytes)
+        );
+    }
+    let _ = writeln!(report);
+    ctx.delete_pool(pool);
+}
+
+fn bench_many_nodes(ctx: &Ctx, report: &mut String) {
+    let total = if ctx.quick { 200 } else { 2000 };
+    let concurrency = 16;
+    let _ = writeln!(report, "## Many nodes ADDing into one empty pool\n");
+    let _ = writeln!(
+        report,
+        "{total} ADDs at concurrency {concurrency} into an empty /16, spread round-robin over registered node names, each node with its \
+         own `dataDir` (so its own round-robin cursor), as real nodes have. From `apiserver_request_total{{resource=\"networkendpoints\"}}`: \
+         creates answered 409 (the address was taken by another node first) and NetworkEndpoint LISTs per ADD (an ADD whose probes miss lists one block, and the whole pool only after several full blocks).\n"
+    );
+    let _ = writeln!(
+        report,
+        "| nodes | ADDs | failed | p50 ms | p99 ms | ADDs/s | creates per ADD | creates answered 409 per ADD | LISTs per ADD |"
+    );
+    let _ = writeln!(report, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (k, nodes) in [8usize, 64].into_iter().enumerate() {
+        let pool = format!("bench-nodes-{nodes}");
+        let subnet = format!("10.{}.0.0/16", 100 + k);
+        let names: Vec<String> = (0..nodes).map(|i| format!("bench-n{nodes}-{i}")).collect();
+        ctx.ensure_nodes(&names);
+        let confs: Vec<Vec<u8>> = names
+            .iter()
+            .map(|node| {
+                let data = ctx.work.join(format!("nodes-{nodes}")).join(node);
+                ctx.netconf(&pool, &subnet, json!({"nodeName": node, "dataDir": data}))
+            })
+            .collect();
+        let before = ctx.metrics();
+        let (s, fails) = run_many(total, concurrency, &|i| ctx.add(&confs[i % nodes], &format!("n{nodes}-{i}")));
+        let after = ctx.metrics();
+        report_failures("many nodes", nodes, &fails);
+        let ne = |verb: &'static str, code: Option<&'static str>| {
+            after.since(&before, REQUESTS, |l| {
+                l.networkendpoints() && l.get("verb") == verb && code.is_none_or(|c| l.get("code") == c)
+            }) / s.n.max(1) as f64
+        };
+        let _ = writeln!(
+            report,
+            "| {nodes} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            s.n,
+            s.failed,
+            s.p50_ms,
+            s.p99_ms,
+            s.per_sec,
+            ne("POST", None),
+            ne("POST", Some("409")),
+            ne("LIST", None)
+        );
+        ctx.delete_pool(&pool);
+    }
+    let _ = writeln!(report);
+}
+
+fn bench_large_pool(ctx: &Ctx, report: &mut String) {
+    let prefix = ctx.large_prefix;
+    let net: u32 = 0x0a66_0000; // 10.102.0.0, aligned for any prefix down to /15
+    let pool = format!("bench-large-{prefix}");
+    let usable = (1u32 << (32 - prefix)) - 3; // minus network, gateway, broadcast
+    let mut rng = fastrand::Rng::with_seed(u64::from(prefix) + 100);
+    let mut hosts: Vec<u32> = (2..usable + 2).collect();
+    rng.shuffle(&mut hosts);
+    let conf = ctx.netconf(&pool, &format!("{}/{prefix}", host(net)), json!({}));
+    let pid = ctx.apiserver_pid();
+    let rss_mb = || {
+        pid.and_then(|p| proc_status(p, "VmRSS:")).map_or("n/a".to_string(), |k| format!("{:.0}", k as f64 / 1024.0))
+    };
+    let in_flight = 32;
+    let adds = 40;
+    let _ = writeln!(report, "## A large pool: /{prefix} filled to 50 % and 90 %\n");
+    let _ = writeln!(
+        report,
+        "{usable} usable addresses. Leases at random addresses are created directly, {in_flight} in flight, first to 50 % then to 90 %; \
+         after each fill {adds} ADDs run one at a time. API requests and LISTs (of a block, or of the pool) per ADD count NetworkEndpoint requests at the server; \
+         RSS is that of the test environment's one process, which holds both kube-apiserver and etcd \
+         (before the fill: {} MB).\n",
+        rss_mb()
+    );
+    let _ = writeln!(
+        report,
+        "| fill | leases | fill time s | creates/s | ADDs | failed | p50 ms | p99 ms | API requests per ADD | LISTs per ADD | API server RSS MB |"
+    );
+    let _ = writeln!(report, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut filled = 0;
+    let mut leased = 0;
+    for percent in [50u32, 90] {
+        let target = (u64::from(usable) * u64::from(percent) / 100) as usize;
+        let ips: Vec<String> = hosts[filled..target].iter().map(|h| host(net + h)).collect();
+        let t = Instant::now();
+        let created = ctx.fill(&pool, &ips, "other-node", in_flight);
+        let fill_s = t.elapsed().as_secs_f64();
+        if created < ips.len() {
+            eprintln!("large pool: {} of {} creates failed", ips.len() - created, ips.len());
+        }
+        filled = target;
+        leased += created;
+        let before = ctx.metrics();
+        let (s, fails) = run_many(adds, 1, &|i| ctx.add(&conf, &format!("large-{percent}-{i}")));
+        let after = ctx.metrics();
+        report_failures("large pool", percent as usize, &fails);
+        leased += s.n - s.failed;
+        let per_add = |v: f64| v / adds as f64;
+        let _ = writeln!(
+            report,
+            "| {percent} % | {leased} | {fill_s:.0} | {:.0} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} |",
+            created as f64 / fill_s,
+            s.n,
+            s.failed,
+            s.p50_ms,
+            s.p99_ms,
+            per_add(after.since(&before, REQUESTS, |l| l.networkendpoints())),
+            per_add(after.since(&before, REQUESTS, |l| l.networkendpoints() && l.get("verb") == "LIST")),
+            rss_mb()
+        );
+    }
+    let t = Instant::now();
+    ctx.delete_pool(&pool);
+    let _ = writeln!(
+        report,
+        "\nDeleting the {leased} leases (deletecollection, pages of 5,000) took {:.0} s.\n",
+        t.elapsed().as_secs_f64()
+    );
+}
+
 fn max_rss_kb(inv: &Invocation) -> Option<u64> {
     let mut cmd = Command::new("/usr/bin/time");
     cmd.arg("-f").arg("%M").arg(&inv.program).args(&inv.args).env_clear().envs(inv.env.iter().cloned());
@@ -603,18 +1066,8 @@ fn bench_footprint(ctx: &Ctx, report: &mut String) {
     let n: u32 = if ctx.quick { 1_000 } else { 10_000 };
     let node = "bench-watch-node";
     let wpool = "bench-watch";
-    ctx.rt.block_on(async {
-        use futures::StreamExt;
-        let api: Api<NetworkEndpoint> = Api::all(ctx.client.clone());
-        futures::stream::iter((0..n).map(|i| {
-            let api = api.clone();
-            let ep = netendpoint_tests::lease(wpool, &host(0x0a80_0000 + i + 2), &format!("w-{i}"), node, &[]);
-            async move { api.create(&PostParams::default(), &ep).await.is_ok() }
-        }))
-        .buffer_unordered(48)
-        .collect::<Vec<bool>>()
-        .await
-    });
+    let ips: Vec<String> = (0..n).map(|i| host(0x0a80_0000 + i + 2)).collect();
+    ctx.fill(wpool, &ips, node, 48);
     let start = Instant::now();
     let mut agent = start_agent(ctx, node, None, 19465);
     let pid = agent.id();
