@@ -19,4 +19,12 @@ export NETENDPOINT_KUBECONFIG="$env_dir/kubeconfig"
 echo "   $(grep -h startup_ms "$env_dir/ready")"
 
 echo "== cargo test (workspace)"
-cargo test --workspace -- --test-threads="$threads"
+log="$env_dir/cargo-test.log"
+set +e
+cargo test --workspace -- --test-threads="$threads" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole workspace (cargo prints one per test binary).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' \
+  FS='[ ;]+' "$log"
+exit "$status"
