@@ -129,10 +129,10 @@ impl RangeSet {
 
     /// Where a node with no cursor yet starts its round-robin: a point
     /// spread over the set by a hash of `key` (the node name), so that nodes
-    /// do not all probe the same first addresses. `None` when the set fits
-    /// one block: small pools keep host-local's order from the first address.
+    /// do not all probe the same first addresses. `None` in sets of at most
+    /// [`SPREAD_ABOVE`] addresses: they keep host-local's order from the first address.
     pub fn spread_start(&self, key: &str) -> Option<IpAddr> {
-        if self.capacity() <= BLOCK_SIZE {
+        if self.capacity() <= SPREAD_ABOVE {
             return None;
         }
         let spans: Vec<(u128, u128)> =
@@ -255,11 +255,15 @@ impl Iterator for Candidates {
 }
 
 /// log2 of [`BLOCK_SIZE`].
-pub const BLOCK_BITS: u32 = 8;
-/// Addresses per block: an aligned IPv4 /24 or IPv6 /120. A block is the
+pub const BLOCK_BITS: u32 = 6;
+/// Addresses per block: an aligned IPv4 /26 or IPv6 /122. A block is the
 /// unit an ADD lists when its first probes miss, so the cost of that list is
-/// bounded by the block, not by the pool.
+/// bounded by the block, not by the pool: 64 leases of metadata are about
+/// 53 KB, under the 64 KiB an ADD may read.
 pub const BLOCK_SIZE: u128 = 1 << BLOCK_BITS;
+
+/// Sets larger than this spread their nodes' start points (one IPv4 /24).
+pub const SPREAD_ABOVE: u128 = 256;
 
 /// The block holding `ip` (its address shifted right by [`BLOCK_BITS`]).
 pub fn block_of(ip: IpAddr) -> u128 {
@@ -589,7 +593,11 @@ mod tests {
         let s = excluding(set("10.0.0.0/23"), &["10.0.1.16/28"]);
         let b = block_of(ip("10.0.1.77"));
         let all: Vec<IpAddr> = s.block_candidates(b, ip("10.0.0.0")).collect();
-        assert_eq!(all.len(), 256 - 16 - 1, "the exclusion and the broadcast address are not usable");
+        assert_eq!(all.len(), 64, "10.0.1.64/26, clear of the exclusion and the broadcast address");
+        let b2 = block_of(ip("10.0.1.200"));
+        assert_eq!(s.block_candidates(b2, ip("10.0.0.0")).count(), 63, "the broadcast address is not usable");
+        let b3 = block_of(ip("10.0.1.20"));
+        assert_eq!(s.block_candidates(b3, ip("10.0.0.0")).count(), 64 - 16, "nor is the exclusion");
         assert!(all.iter().all(|a| block_of(*a) == b && s.is_usable(*a)));
         assert_eq!(s.block_candidates(block_of(ip("10.0.0.0")), ip("10.0.0.0")).next(), Some(ip("10.0.0.2")));
     }

@@ -409,7 +409,7 @@ async fn probe<S: Store>(
 }
 
 /// Blocks an ADD lists, one at a time, before it lists the whole pool. Each
-/// list returns at most one block (256 addresses) of leases, so an ADD's cost
+/// list returns at most one block (64 addresses) of leases, so an ADD's cost
 /// does not grow with the pool until that many blocks in a row are full.
 pub const BLOCKS_BEFORE_POOL: usize = 4;
 

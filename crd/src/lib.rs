@@ -33,8 +33,8 @@ pub const LABEL_IP_FAMILY: &str = "netendpoint.dev/ip-family";
 /// Label carrying the CNI network name (`spec.network`), so that GC of one
 /// network never selects another network's leases in a shared pool.
 pub const LABEL_NETWORK: &str = "netendpoint.dev/network";
-/// Label carrying the address block of the lease (the aligned IPv4 /24 or
-/// IPv6 /120 holding its IP, see [`block_label_value`]). An ADD whose first
+/// Label carrying the address block of the lease (the aligned IPv4 /26 or
+/// IPv6 /122 holding its IP, see [`block_label_value`]). An ADD whose first
 /// probes miss lists one block by this label instead of the whole pool.
 pub const LABEL_BLOCK: &str = "netendpoint.dev/block";
 /// Annotation mirroring `spec.forceReleaseAfter`, so that a metadata-only
@@ -178,9 +178,9 @@ pub fn endpoint_name(pool: &str, ip: IpAddr) -> String {
 /// [`endpoint_name`]. Always a valid label value.
 pub fn block_label_value(ip: IpAddr) -> String {
     match ip {
-        IpAddr::V4(v4) => std::net::Ipv4Addr::from(u32::from(v4) & !0xff).to_string(),
+        IpAddr::V4(v4) => std::net::Ipv4Addr::from(u32::from(v4) & !0x3f).to_string(),
         IpAddr::V6(v6) => {
-            let base = std::net::Ipv6Addr::from(u128::from(v6) & !0xff);
+            let base = std::net::Ipv6Addr::from(u128::from(v6) & !0x3f);
             let groups: Vec<String> = base.segments().iter().map(|s| format!("{s:04x}")).collect();
             groups.join("-")
         }
@@ -390,10 +390,10 @@ mod tests {
     #[test]
     fn block_labels_name_the_aligned_block() {
         let b = |s: &str| block_label_value(s.parse().unwrap());
-        assert_eq!(b("10.244.3.77"), "10.244.3.0");
-        assert_eq!(b("10.244.3.0"), b("10.244.3.255"));
-        assert_ne!(b("10.244.3.255"), b("10.244.4.0"));
-        assert_eq!(b("fd00::1:2ff"), "fd00-0000-0000-0000-0000-0000-0001-0200");
+        assert_eq!(b("10.244.3.77"), "10.244.3.64");
+        assert_eq!(b("10.244.3.64"), b("10.244.3.127"));
+        assert_ne!(b("10.244.3.127"), b("10.244.3.128"));
+        assert_eq!(b("fd00::1:2ff"), "fd00-0000-0000-0000-0000-0000-0001-02c0");
         for ip in ["0.0.0.0", "255.255.255.255", "::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"] {
             assert!(is_label_value(&b(ip)), "{ip}");
         }
