@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint test demo bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd lint unit test demo bench testenv-start testenv-stop clean
 
 all: build
 
@@ -23,9 +23,16 @@ build: deps
 crd:
 	cargo run -q -p netendpoint-crd --bin crdgen > deploy/crd.yaml
 
+# fmt and clippy; fails under CI=true when either is missing (see the script).
 lint:
-	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	@scripts/lint.sh
+
+# Every test that needs no API server: the unit tests of every crate, and
+# the integration tests of every crate but netendpoint-tests (whose tests/
+# all run against the server). Needs nothing but cargo.
+unit:
+	cargo test --workspace --exclude netendpoint-tests --tests
+	cargo test -p netendpoint-tests --lib --bins
 
 # Runs all tests: unit tests, then integration tests against a real
 # kube-apiserver + etcd and the reference CNI plugins. The server is stopped

@@ -6,11 +6,8 @@ cd "$(dirname "$0")/.."
 env_dir="${TESTENV:-$PWD/.testenv}"
 threads="${CARGO_TEST_THREADS:-2}"
 
-if cargo clippy --version >/dev/null 2>&1; then
-  echo "== lint"
-  cargo fmt --all -- --check
-  cargo clippy --workspace --all-targets -- -D warnings
-fi
+echo "== lint"
+scripts/lint.sh
 
 echo "== starting kube-apiserver + etcd ($env_dir)"
 trap 'scripts/testenv.sh stop "$env_dir"' EXIT

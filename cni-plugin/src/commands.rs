@@ -189,14 +189,15 @@ pub async fn sweep_unrecorded<S: Store>(
     Error::collect(errors)
 }
 
+/// The address and gateway a stored lease gives. A lease whose IP or prefix
+/// length does not make an address is [`Error::InvalidLease`] (code 105), for
+/// ADD and CHECK alike: the lease is unreadable, not different.
 fn ip_config(set: &RangeSet, ep: &NetworkEndpoint) -> Result<IpConfig> {
-    let ip = ep.ip().ok_or_else(|| {
-        Error::CheckFailed(format!("lease {:?} has unparsable ip {:?}", ep.metadata.name, ep.spec.ip))
-    })?;
+    let invalid = |reason: String| Error::InvalidLease { name: ep.metadata.name.clone().unwrap_or_default(), reason };
+    let ip = ep.ip().ok_or_else(|| invalid(format!("spec.ip {:?} is not an IP address", ep.spec.ip)))?;
     let range = set.range_of(ip);
     let prefix = range.map_or(ep.spec.prefix_length, |r| r.subnet.prefix_len());
-    let address =
-        IpNet::new(ip, prefix).map_err(|_| Error::CheckFailed(format!("bad prefix length {prefix} for {ip}")))?;
+    let address = IpNet::new(ip, prefix).map_err(|_| invalid(format!("prefix length {prefix} does not fit {ip}")))?;
     Ok(IpConfig { address, gateway: range.and_then(|r| r.gateway) })
 }
 
@@ -779,6 +780,25 @@ mod tests {
 
     fn ip_of(r: &IpamResult) -> String {
         r.ips[0].address.addr().to_string()
+    }
+
+    #[test]
+    fn an_unreadable_stored_lease_is_code_105_never_106() {
+        let c = conf("10.0.0.0/29", json!({}));
+        let set = &c.range_sets[0];
+        let good = lease_object(&c, &who("c1"), set, "10.0.0.2".parse().unwrap());
+        assert_eq!(ip_config(set, &good).unwrap().address.to_string(), "10.0.0.2/29");
+        let mut bad_ip = good.clone();
+        bad_ip.spec.ip = "10.0.0.x".into();
+        let mut bad_prefix = good.clone();
+        bad_prefix.spec.ip = "192.168.0.1".into(); // outside the ranges: the lease's own prefix is used
+        bad_prefix.spec.prefix_length = 33;
+        for (ep, quoted) in [(bad_ip, "10.0.0.x"), (bad_prefix, "33")] {
+            let e = ip_config(set, &ep).unwrap_err();
+            assert!(matches!(e, Error::InvalidLease { .. }), "{e:?}");
+            assert_eq!(e.code(), 105);
+            assert!(e.to_string().contains(quoted) && e.to_string().contains("p.10.0.0.2"), "{e}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

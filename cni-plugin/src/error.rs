@@ -123,6 +123,15 @@ pub enum Error {
     /// The API server contradicted itself (code 105).
     #[error("API server answers are inconsistent: {0}")]
     Inconsistent(String),
+    /// A stored lease cannot be read back: its IP or prefix length does not
+    /// make an address (code 105). The plugin never writes such a lease.
+    #[error("lease {name:?} as stored is invalid: {reason}")]
+    InvalidLease {
+        /// The object name.
+        name: String,
+        /// What does not parse, quoting it.
+        reason: String,
+    },
     /// The invocation ran past `ipam.timeout` (code 11, "try again later").
     /// Whatever an ADD had claimed was released first.
     #[error("{command} did not finish within ipam.timeout ({after:.1?}); try again later")]
@@ -185,7 +194,7 @@ impl Error {
             Self::InvalidEnv { .. } => 4,
             Self::DeadlineExceeded { .. } => 11,
             Self::NodeNotRegistered { .. } => 107,
-            Self::Inconsistent(_) => 105,
+            Self::Inconsistent(_) | Self::InvalidLease { .. } => 105,
             Self::Io { .. } => 5,
             Self::Decode { .. } => 6,
             Self::InvalidConfig { .. } => 7,
@@ -213,6 +222,26 @@ impl Error {
     /// The one-line message for the error JSON's `msg`.
     pub fn short(&self) -> String {
         self.to_string()
+    }
+
+    /// What caused this error: one chain per failed step (several for
+    /// [`Error::Many`]), each the messages of the
+    /// [`source`](std::error::Error::source) chain, outermost first. Empty
+    /// chains are kept, so the result lines up with the steps.
+    pub fn cause_chains(&self) -> Vec<Vec<String>> {
+        match self {
+            Self::Many(errors) => errors.iter().flat_map(Error::cause_chains).collect(),
+            Self::NotReady(inner) => inner.cause_chains(),
+            _ => {
+                let mut chain = Vec::new();
+                let mut next = std::error::Error::source(self);
+                while let Some(cause) = next {
+                    chain.push(cause.to_string());
+                    next = cause.source();
+                }
+                vec![chain]
+            }
+        }
     }
 
     /// Classifies a kube-rs error from operation `op` into the variant a user can act on.

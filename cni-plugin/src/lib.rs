@@ -5,7 +5,10 @@
 //! - [`config`]: the validated `ipam` section;
 //! - [`allocator`]: ranges and candidate order, with no Kubernetes in it;
 //! - [`store`]: every Kubernetes call;
-//! - [`commands`]: ADD, DEL, CHECK, STATUS and GC over a store.
+//! - [`local`]: node-local state (cursors, attachment records, lock), never
+//!   needed for correctness;
+//! - [`commands`]: ADD, DEL and CHECK over a store;
+//! - [`lifecycle`]: STATUS and GC over a store.
 //!
 //! [`run`] ties them together for one invocation. It takes the environment
 //! and stdin as values and returns what to print and the exit code, so the
@@ -234,20 +237,29 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Clie
 }
 
 /// Installs the global subscriber: to `log.file` if set (default level
-/// `info`), else to stderr (default level `warn`). Never to stdout.
+/// `info`), else to stderr (default level `warn`). Never to stdout. The level
+/// applies to the plugin's own crates; every other crate logs at `warn`.
 fn init_logging(log: &config::LogConfig) {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let file = log.file.as_ref().and_then(|p| {
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
     });
-    let level = log.level.clone().unwrap_or_else(|| if file.is_some() { "info" } else { "warn" }.to_string());
-    let filter = EnvFilter::new(format!("netendpoint_cni={level},netendpoint={level},warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(false);
+    let default = if file.is_some() { LevelFilter::INFO } else { LevelFilter::WARN };
+    // `IpamConfig::parse` admits only error, warn, info, debug and trace.
+    let level = log.level.as_deref().and_then(|l| l.parse().ok()).unwrap_or(default);
+    let filter = Targets::new()
+        .with_target("netendpoint_cni", level)
+        .with_target("netendpoint", level)
+        .with_default(LevelFilter::WARN);
+    let fmt = tracing_subscriber::fmt::layer().with_target(false).with_ansi(false);
+    let registry = tracing_subscriber::registry().with(filter);
     let _ = match file {
-        Some(f) => builder.with_writer(std::sync::Mutex::new(f)).try_init(),
-        None => builder.with_writer(std::io::stderr).try_init(),
+        Some(f) => registry.with(fmt.with_writer(std::sync::Mutex::new(f))).try_init(),
+        None => registry.with(fmt.with_writer(std::io::stderr)).try_init(),
     };
 }

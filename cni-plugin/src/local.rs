@@ -68,7 +68,8 @@ impl LocalState {
         Self { root: Some(data_dir.to_path_buf()), pool: pool.to_string() }
     }
 
-    /// State that remembers nothing (unit tests).
+    /// State that remembers nothing (unit tests only).
+    #[cfg(test)]
     pub fn none() -> Self {
         Self { root: None, pool: String::new() }
     }

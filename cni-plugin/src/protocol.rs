@@ -419,17 +419,34 @@ pub fn version_info() -> Value {
 }
 
 /// The spec's error object; `version` is echoed from the request when known.
+///
+/// `msg` is the error's one-line message. `details` is written only when the
+/// error has underlying causes that `msg` does not already quote (for
+/// example the OS error under an unreachable API server); see [`details`].
 pub fn encode_error(version: &str, err: &Error) -> Value {
+    let msg = err.short();
     let mut v = serde_json::json!({
         "cniVersion": version,
         "code": err.code(),
-        "msg": err.short(),
+        "msg": msg,
     });
-    let details = err.to_string();
-    if details != err.short() {
+    if let Some(details) = details(err, &msg) {
         v["details"] = details.into();
     }
     v
+}
+
+/// The underlying causes of `err` that `msg` does not already quote: per
+/// failed step, its causes outermost first joined with ": ", and the steps
+/// joined with "; ". `None` when every cause is already in `msg`.
+fn details(err: &Error, msg: &str) -> Option<String> {
+    let steps: Vec<String> = err
+        .cause_chains()
+        .into_iter()
+        .map(|chain| chain.into_iter().filter(|cause| !msg.contains(cause.as_str())).collect::<Vec<_>>().join(": "))
+        .filter(|step| !step.is_empty())
+        .collect();
+    (!steps.is_empty()).then(|| steps.join("; "))
 }
 
 #[cfg(test)]
@@ -623,5 +640,43 @@ mod tests {
         assert_eq!(v["cniVersion"], "1.0.0");
         assert_eq!(v["code"], 7);
         assert!(v["msg"].as_str().unwrap().contains("ipam.ranges[0][0].subnet"));
+        assert!(v.get("details").is_none(), "a config error has no cause beyond msg: {v}");
+    }
+
+    /// A cause with a cause of its own, as hyper's connect errors are.
+    #[derive(Debug)]
+    struct Connect(std::io::Error);
+    impl std::fmt::Display for Connect {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("tcp connect error")
+        }
+    }
+    impl std::error::Error for Connect {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn unreachable() -> Error {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        Error::ApiUnreachable { op: "list pool p".into(), source: kube::Error::Service(Box::new(Connect(refused))) }
+    }
+
+    #[test]
+    fn details_hold_the_causes_that_msg_does_not_quote() {
+        let v = encode_error("1.1.0", &unreachable());
+        assert_eq!(v["code"], 101);
+        assert_eq!(v["msg"], "API server unreachable while trying to list pool p: ServiceError: tcp connect error");
+        assert_eq!(v["details"], "connection refused");
+        let io = Error::Io { what: "node-name file", path: "/x".into(), source: std::io::Error::other("denied") };
+        assert!(encode_error("1.1.0", &io).get("details").is_none(), "msg already quotes the cause");
+    }
+
+    #[test]
+    fn details_of_several_failures_and_of_status() {
+        let many = Error::Many(vec![Error::config("ipam.pool", "bad"), unreachable(), unreachable()]);
+        assert_eq!(encode_error("1.1.0", &many)["details"], "connection refused; connection refused");
+        let status = Error::NotReady(Box::new(unreachable()));
+        assert_eq!(encode_error("1.1.0", &status)["details"], "connection refused");
     }
 }

@@ -4,7 +4,9 @@
 //! address atomically, list and watch a pool, and release. [`KubeStore`]
 //! implements it with NetworkEndpoint objects; the claim is a plain create of
 //! the object named after (pool, IP), so the API server's 409 AlreadyExists is
-//! the only lock there is.
+//! the only lock there is. The unit tests use an in-memory implementation
+//! (`memstore.rs`, compiled for tests only) with the same 409 and
+//! finalizer semantics.
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -12,13 +14,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use netendpoint_crd::{
     ANNOTATION_FORCE_RELEASE_AFTER, FIELD_CONTAINER_ID, FIELD_NODE, GROUP, LABEL_BLOCK, LABEL_NODE, LABEL_POOL,
     NetworkEndpoint,
@@ -123,7 +127,7 @@ pub fn elapsed_at_least(now: Timestamp, since: &Time) -> Option<Duration> {
 }
 
 /// The lease operations the commands need. Implemented for Kubernetes by
-/// [`KubeStore`], and in memory by the unit tests.
+/// [`KubeStore`], and in memory (`memstore.rs`) for the unit tests only.
 #[allow(async_fn_in_trait)]
 pub trait Store {
     /// A lower bound of the API server's time now (see [`ServerClock`]);
@@ -298,12 +302,7 @@ impl Store for KubeStore {
     }
 
     async fn force_release(&self, entry: &PoolEntry) -> Result<bool> {
-        let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": entry.resource_version},
-            {"op": "test", "path": "/metadata/uid", "value": entry.uid},
-            {"op": "remove", "path": "/metadata/finalizers"},
-        ]))
-        .map_err(|e| Error::Decode { what: "forced-release patch", reason: e.to_string() })?;
+        let patch = force_release_patch(entry);
         match self.api.patch(&entry.name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
             Ok(_) => Ok(true),
             // Gone, changed, or the test failed (422): someone else acted first.
@@ -319,21 +318,54 @@ impl Store for KubeStore {
     }
 
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool) {
-        let recorder = Recorder::new(
-            self.api.clone().into_client(),
-            Reporter { controller: "netendpoint-cni".into(), instance: None },
-        );
-        let ev = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.to_string(),
-            note: Some(note.chars().take(1000).collect()),
-            action: reason.to_string(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&ev, &regarding).await {
+        let event = event_object(regarding, reason, note, warning, Timestamp::now());
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
+        let events: Api<Event> = Api::namespaced(self.api.clone().into_client(), &namespace);
+        if let Err(e) = events.create(&PostParams::default(), &event).await {
             warn!(reason, error = %e, "cannot record event");
         }
     }
+}
+
+/// The controller named in the plugin's Events (`reportingController`, and
+/// `reportingInstance` too: the plugin has no long-lived instance).
+pub const REPORTING_CONTROLLER: &str = "netendpoint-cni";
+
+/// The events.k8s.io/v1 Event the plugin records about `regarding` at `now`.
+///
+/// `action` is the reason, the note is cut to 1000 characters, and the Event
+/// lives in the namespace of `regarding` (`default` for a cluster-scoped
+/// object such as a NetworkEndpoint). These are the fields kube-runtime's
+/// `Recorder` writes for a first occurrence; the plugin runs once per command,
+/// so it never has a series to extend.
+pub fn event_object(regarding: ObjectReference, reason: &str, note: String, warning: bool, now: Timestamp) -> Event {
+    let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_string());
+    let name = format!("{}.{:x}", regarding.name.as_deref().unwrap_or(REPORTING_CONTROLLER), now.as_nanosecond());
+    Event {
+        metadata: ObjectMeta { name: Some(name), namespace: Some(namespace), ..ObjectMeta::default() },
+        action: Some(reason.to_string()),
+        reason: Some(reason.to_string()),
+        note: Some(note.chars().take(1000).collect()),
+        type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding),
+        reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
+        reporting_instance: Some(REPORTING_CONTROLLER.to_string()),
+        ..Event::default()
+    }
+}
+
+/// `test resourceVersion`, `test uid`, `remove finalizers`: drops every
+/// finalizer of exactly the object `entry` listed, or changes nothing.
+fn force_release_patch(entry: &PoolEntry) -> json_patch::Patch {
+    let test = |field: &str, value: &str| {
+        PatchOperation::Test(TestOperation { path: PointerBuf::from_tokens(["metadata", field]), value: value.into() })
+    };
+    json_patch::Patch(vec![
+        test("resourceVersion", &entry.resource_version),
+        test("uid", &entry.uid),
+        PatchOperation::Remove(RemoveOperation { path: PointerBuf::from_tokens(["metadata", "finalizers"]) }),
+    ])
 }
 
 impl KubeStore {
@@ -398,6 +430,47 @@ mod tests {
         assert_eq!(now.as_second(), "2026-12-02T21:52:40Z".parse::<Timestamp>().unwrap().as_second());
         clock.observe("not a date");
         assert_eq!(clock.now().unwrap().as_second(), now.as_second());
+    }
+
+    #[test]
+    fn the_forced_release_patch_tests_version_and_uid_before_removing() {
+        let entry = PoolEntry {
+            name: "p.10.0.0.2".into(),
+            uid: "u1".into(),
+            resource_version: "42".into(),
+            node: "n".into(),
+            ip: "10.0.0.2".parse().unwrap(),
+            releasing_since: None,
+            finalizers: vec!["a.example/x".into()],
+            force_release_after: None,
+        };
+        assert_eq!(
+            serde_json::to_value(force_release_patch(&entry)).unwrap(),
+            serde_json::json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "remove", "path": "/metadata/finalizers"},
+            ])
+        );
+    }
+
+    #[test]
+    fn events_carry_what_the_recorder_wrote() {
+        let now = "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap();
+        let endpoint = ObjectReference { name: Some("p.10.0.0.2".into()), ..ObjectReference::default() };
+        let ev = event_object(endpoint.clone(), "ForcedRelease", "x".repeat(2000), true, now);
+        assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(ev.metadata.name, Some(format!("p.10.0.0.2.{:x}", now.as_nanosecond())));
+        assert_eq!((ev.reason.as_deref(), ev.action.as_deref()), (Some("ForcedRelease"), Some("ForcedRelease")));
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+        assert_eq!(ev.note.map(|n| n.len()), Some(1000));
+        assert_eq!(ev.regarding, Some(endpoint));
+        assert_eq!(ev.reporting_controller.as_deref(), Some("netendpoint-cni"));
+        assert_eq!(ev.reporting_instance.as_deref(), Some("netendpoint-cni"));
+        let pod =
+            ObjectReference { namespace: Some("ns".into()), name: Some("p".into()), ..ObjectReference::default() };
+        let ev = event_object(pod, "PoolExhausted", String::new(), false, now);
+        assert_eq!((ev.metadata.namespace.as_deref(), ev.type_.as_deref()), (Some("ns"), Some("Normal")));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -11,12 +12,17 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::agent::Agent;
 use crate::error::{Error, Result};
 
 /// Binds `addr` and returns the bound address and the serving future.
+///
+/// The server never stops on its own. A failed accept (for example EMFILE,
+/// out of file descriptors) is logged and retried after a pause of 100 ms,
+/// doubling to at most 1 s while the failures last, so a persistent error
+/// costs one log line a second rather than a spinning core.
 ///
 /// - `/metrics`: the Prometheus metrics, in OpenMetrics text ([`crate::metrics::CONTENT_TYPE`]).
 /// - `/healthz`: 200 while the process runs.
@@ -27,9 +33,13 @@ pub async fn bind(addr: SocketAddr, agent: Arc<Agent>) -> Result<(SocketAddr, im
         TcpListener::bind(addr).await.map_err(|source| Error::Io { path: format!("tcp://{addr}").into(), source })?;
     let local = listener.local_addr().map_err(|source| Error::Io { path: format!("tcp://{addr}").into(), source })?;
     info!(addr = %local, "serving /metrics, /healthz, /readyz, /rules");
-    let serve = async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+    let listener = Arc::new(listener);
+    let serve = accept_loop(
+        move || {
+            let listener = listener.clone();
+            async move { listener.accept().await.map(|(stream, _)| stream) }
+        },
+        move |stream| {
             let agent = agent.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
@@ -40,9 +50,58 @@ pub async fn bind(addr: SocketAddr, agent: Arc<Agent>) -> Result<(SocketAddr, im
                     debug!(error = %e, "http connection ended");
                 }
             });
-        }
-    };
+        },
+    );
     Ok((local, serve))
+}
+
+/// The pause after a failed accept: 100 ms, doubling up to 1 s while the
+/// failures go on, and back to 100 ms after an accept succeeds.
+#[derive(Debug)]
+struct AcceptBackoff {
+    next: Duration,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn new() -> Self {
+        Self { next: Self::FIRST }
+    }
+
+    /// The pause before the next accept, after a failure.
+    fn failed(&mut self) -> Duration {
+        let pause = self.next;
+        self.next = (pause * 2).min(Self::MAX);
+        pause
+    }
+
+    fn succeeded(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+/// Accepts forever, handing each connection to `handle`, and pausing after
+/// every failed accept as [`AcceptBackoff`] says.
+async fn accept_loop<S, F>(mut accept: impl FnMut() -> F, mut handle: impl FnMut(S))
+where
+    F: Future<Output = std::io::Result<S>>,
+{
+    let mut backoff = AcceptBackoff::new();
+    loop {
+        match accept().await {
+            Ok(stream) => {
+                backoff.succeeded();
+                handle(stream);
+            }
+            Err(e) => {
+                let pause = backoff.failed();
+                warn!(error = %e, retry_in_ms = pause.as_millis() as u64, "cannot accept a connection");
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
 }
 
 fn route(agent: &Agent, path: &str) -> Response<Full<Bytes>> {
@@ -62,4 +121,32 @@ fn route(agent: &Agent, path: &str) -> Response<Full<Bytes>> {
         resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn the_pause_doubles_to_a_second_and_resets_after_a_success() {
+        let mut b = AcceptBackoff::new();
+        let ms: Vec<u128> = (0..6).map(|_| b.failed().as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+        b.succeeded();
+        assert_eq!(b.failed(), Duration::from_millis(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_persistent_accept_error_does_not_spin() {
+        let attempts = AtomicUsize::new(0);
+        let accept = || {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            async { Err::<(), _>(std::io::Error::from_raw_os_error(24)) } // EMFILE
+        };
+        let ten_seconds = tokio::time::timeout(Duration::from_secs(10), accept_loop(accept, |()| {})).await;
+        assert!(ten_seconds.is_err(), "the loop never returns");
+        // At 0, 0.1, 0.3, 0.7 s, then every second from 1.5 s to 9.5 s.
+        assert_eq!(attempts.load(Ordering::Relaxed), 13);
+    }
 }
