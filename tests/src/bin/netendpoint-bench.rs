@@ -4,19 +4,28 @@
 //! ADD a separate process as a runtime makes it. Measures, in one run:
 //! ADD latency and throughput at several concurrencies beside the API-write
 //! floor, host-local and (when built) whereabouts; API requests per ADD and
-//! DEL counted at the server; ADD latency by pool size; release-to-reuse
-//! latency with watcher-example acknowledging; replacement ADDs that come
-//! before the old pod's DEL; ADD in a /64 with a large exclusion; what STATUS
-//! costs the API server; many nodes ADDing into one empty pool; footprints;
-//! and, last and only without `--quick`, ADD in a /15 filled to 50 % and 90 %.
-//! Writes `BENCHMARKS.md` and an SVG plot.
+//! DEL counted at the server; 64 nodes ADDing at once into a /24 kept 90 %
+//! full; ADD latency by pool size; release-to-reuse latency with
+//! watcher-example acknowledging; replacement ADDs that come before the old
+//! pod's DEL; ADD in a /64 with a large exclusion; what STATUS costs the API
+//! server; many nodes ADDing into one empty pool; footprints; and, last and
+//! only without `--quick`, a /15 filled to 50 % and 90 % with 64 nodes ADDing
+//! at once into it and delete-and-recreate churn across 16 nodes (with
+//! `--quick` the churn runs in a /20 instead). Then what a lease costs in
+//! etcd and in a list, and the API server's CPU per 1,000 ADDs. Prints each
+//! case's elapsed time. Writes `BENCHMARKS.md` and two SVG plots.
 //!
 //! Usage: `netendpoint-bench --kubeconfig K --bin-dir target/release --cni-dir tests/bin/cni
-//! [--whereabouts PATH] [--out BENCHMARKS.md] [--plot docs/bench.svg] [--quick] [--large-prefix 15]`
+//! [--whereabouts PATH] [--out BENCHMARKS.md] [--plot docs/bench.svg] [--scale-plot docs/bench-scale.svg]
+//! [--quick] [--large-prefix 15]`
 //!
-//! `BENCH_ONLY=case,case` runs only those cases (latency, requests, scale,
-//! reuse, replace, exclude, status, nodes, footprint, large), prints the
-//! report and writes no file.
+//! `--scale-plot` defaults to `bench-scale.svg` beside `--plot`. A
+//! `--large-prefix` above 15 is a trial: the large cases run with fewer ADDs
+//! and cycles.
+//!
+//! `BENCH_ONLY=case,case` runs only those cases (latency, requests, full24,
+//! scale, reuse, replace, exclude, status, nodes, footprint, churn, large),
+//! prints the report and writes no file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,8 +40,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
-use netendpoint_crd::{LABEL_BLOCK, LABEL_NODE, LABEL_POOL, NetworkEndpoint, block_label_value, label_value};
+use kube::api::{Api, DeleteParams, GetParams, ListParams, ObjectMeta, PostParams};
+use netendpoint_crd::{
+    ANNOTATION_FORCE_RELEASE_AFTER, LABEL_IP_FAMILY, LABEL_NETWORK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
+    LABEL_POOL, NetworkEndpoint, PodRef, block_label_value, endpoint_name, label_value,
+};
 use serde_json::{Value, json};
 
 struct Ctx {
@@ -45,6 +57,31 @@ struct Ctx {
     whereabouts: Option<PathBuf>,
     rt: tokio::runtime::Runtime,
     client: kube::Client,
+    /// Figures one case leaves for a later section (plots, lean leases, load).
+    shared: Mutex<Shared>,
+}
+
+/// Figures gathered across cases for the sections and plots that combine them.
+#[derive(Default)]
+struct Shared {
+    /// ADD p99 by pool: (series, prefix length, p99 ms), for `bench-scale.svg`.
+    scale_points: Vec<(&'static str, u8, f64)>,
+    /// The /24-at-90 % row of "64 nodes at once", to compare the /15 with.
+    full24: Option<AtOnce>,
+    /// API server CPU during measured runs.
+    load: Vec<Load>,
+    /// What a lease costs, measured beside the largest fill of the run.
+    lean: Option<Lean>,
+    /// Each case's elapsed wall time.
+    elapsed: Vec<(String, f64)>,
+}
+
+/// The API server's CPU seconds over `ops` operations of one kind.
+struct Load {
+    during: String,
+    ops: usize,
+    unit: &'static str,
+    cpu_s: f64,
 }
 
 #[derive(Default, Clone)]
@@ -98,6 +135,18 @@ fn run_one(inv: &Invocation) -> (bool, Duration, String) {
 
 /// Runs `n` invocations made by `make`, `concurrency` at a time.
 fn run_many(n: usize, concurrency: usize, make: &(dyn Fn(usize) -> Invocation + Sync)) -> (Stats, Vec<String>) {
+    run_many_then(n, concurrency, make, &|_, _| {})
+}
+
+/// [`run_many`], where each worker calls `then(i, stdout)` after invocation
+/// `i` succeeded and before it starts its next one. `then` is not in the
+/// latency, but it is in the wall time (ADDs/s).
+fn run_many_then(
+    n: usize,
+    concurrency: usize,
+    make: &(dyn Fn(usize) -> Invocation + Sync),
+    then: &(dyn Fn(usize, &str) + Sync),
+) -> (Stats, Vec<String>) {
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(Vec::with_capacity(n));
     let failures = Mutex::new(Vec::new());
@@ -113,6 +162,7 @@ fn run_many(n: usize, concurrency: usize, make: &(dyn Fn(usize) -> Invocation + 
                     let (ok, took, out) = run_one(&make(i));
                     if ok {
                         lat.lock().unwrap().push(took);
+                        then(i, &out);
                     } else {
                         failures.lock().unwrap().push(out);
                     }
@@ -208,24 +258,39 @@ impl Ctx {
     }
 
     /// Creates leases of `pool` at `ips` directly (not through the plugin),
-    /// `in_flight` at a time, labelled as the plugin labels its own (node and
-    /// block), so that block lists find them. Returns how many were created.
+    /// `in_flight` at a time, all on `node`. See [`Ctx::fill_owned`].
     fn fill(&self, pool: &str, ips: &[String], node: &str, in_flight: usize) -> usize {
-        self.rt.block_on(async {
+        self.fill_owned(pool, ips, &[node.to_string()], in_flight)
+    }
+
+    /// Creates leases of `pool` at `ips` directly (not through the plugin),
+    /// `in_flight` at a time, shaped as the plugin shapes its own (see
+    /// [`filler`]), so that block lists find them and their sizes are those
+    /// of real leases. The lease at `ips[i]` is on node `owners[i % len]`,
+    /// with container ID [`fill_container`], so that the plugin's DEL on
+    /// that node releases it. Returns how many were created.
+    fn fill_owned(&self, pool: &str, ips: &[String], owners: &[String], in_flight: usize) -> usize {
+        let (created, first_err) = self.rt.block_on(async {
             use futures::StreamExt;
             let api: Api<NetworkEndpoint> = Api::all(self.client.clone());
-            futures::stream::iter(ips.iter().map(|ip| {
+            futures::stream::iter(ips.iter().enumerate().map(|(i, ip)| {
                 let api = api.clone();
-                let mut ep = netendpoint_tests::lease(pool, ip, "filler", node, &[]);
-                let labels = ep.metadata.labels.get_or_insert_with(Default::default);
-                labels.insert(LABEL_NODE.to_string(), label_value(node));
-                labels.insert(LABEL_BLOCK.to_string(), block_label_value(ip.parse().unwrap()));
-                async move { api.create(&PostParams::default(), &ep).await.is_ok() }
+                let ep = filler(pool, ip, &owners[i % owners.len()]);
+                async move { api.create(&PostParams::default(), &ep).await }
             }))
             .buffer_unordered(in_flight)
-            .fold(0, |n, ok| async move { n + usize::from(ok) })
+            .fold((0, None), |(n, first_err), r| async move {
+                match r {
+                    Ok(_) => (n + 1, first_err),
+                    Err(e) => (n, first_err.or(Some(e.to_string()))),
+                }
+            })
             .await
-        })
+        });
+        if let Some(e) = first_err {
+            eprintln!("fill {pool}: {} of {} creates failed, first: {e}", ips.len() - created, ips.len());
+        }
+        created
     }
 
     /// One scrape of the API server's `/metrics`.
@@ -254,10 +319,125 @@ impl Ctx {
         let dir = self.kubeconfig.parent()?;
         std::fs::read_to_string(dir.join("pid")).ok()?.trim().parse().ok()
     }
+
+    /// CPU seconds (user + system) the kube-testenv process has used so far.
+    fn apiserver_cpu_s(&self) -> Option<f64> {
+        proc_cpu_s(self.apiserver_pid()?)
+    }
+
+    /// Size in bytes of etcd's data file in the test environment's state directory.
+    fn etcd_db_bytes(&self) -> Option<u64> {
+        let dir = self.kubeconfig.parent()?;
+        Some(std::fs::metadata(dir.join("etcd/member/snap/db")).ok()?.len())
+    }
+
+    /// The plugin configuration of node `node` in `pool`, with the node's own
+    /// `dataDir` under `dir`, as a real node has.
+    fn node_conf(&self, pool: &str, subnet: &str, node: &str, dir: &str) -> Vec<u8> {
+        self.netconf(pool, subnet, json!({"nodeName": node, "dataDir": self.work.join(dir).join(node)}))
+    }
+
+    /// Deletes the lease named `name` (one DELETE, no preconditions).
+    fn delete_lease(&self, name: &str) {
+        let api: Api<NetworkEndpoint> = Api::all(self.client.clone());
+        if let Err(e) = self.rt.block_on(api.delete(name, &DeleteParams::default())) {
+            eprintln!("delete {name}: {e}");
+        }
+    }
+
+    /// The body of the answer to `req` ("" on an error, which is printed).
+    fn text(&self, req: http::Request<Vec<u8>>) -> String {
+        let uri = req.uri().clone();
+        self.rt.block_on(self.client.request_text(req)).unwrap_or_else(|e| {
+            eprintln!("GET {uri}: {e}");
+            String::new()
+        })
+    }
+
+    /// Runs `f` as the case `name`: records and prints its elapsed time.
+    fn timed<T>(&self, name: &str, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let out = f();
+        let s = t.elapsed().as_secs_f64();
+        eprintln!("bench: {name} took {s:.0} s");
+        self.shared.lock().unwrap().elapsed.push((name.to_string(), s));
+        out
+    }
+}
+
+/// The container ID of the lease [`Ctx::fill_owned`] creates at `ip` in `pool`.
+fn fill_container(pool: &str, ip: &str) -> String {
+    format!("fill.{pool}.{ip}")
+}
+
+/// A lease at `ip` on `node` as the plugin would create it for a pod:
+/// the same labels (pool, node, block, IP family, network, pod namespace,
+/// name and UID), the bound annotation and the same spec fields.
+fn filler(pool: &str, ip: &str, node: &str) -> NetworkEndpoint {
+    let container = fill_container(pool, ip);
+    let addr: std::net::IpAddr = ip.parse().unwrap();
+    let uid = format!("00000000-0000-4000-8000-{:012x}", ip_u128(addr) & 0xffff_ffff_ffff);
+    let mut ep = netendpoint_tests::lease(pool, ip, &container, node, &[]);
+    let labels = ep.metadata.labels.get_or_insert_with(Default::default);
+    for (k, v) in [
+        (LABEL_IP_FAMILY, if addr.is_ipv4() { "4".to_string() } else { "6".to_string() }),
+        (LABEL_NETWORK, label_value(pool)),
+        (LABEL_POD_NAMESPACE, "default".to_string()),
+        (LABEL_POD_NAME, label_value(&container)),
+        (LABEL_POD_UID, uid.clone()),
+    ] {
+        labels.insert(k.to_string(), v);
+    }
+    ep.metadata.annotations = Some([(ANNOTATION_FORCE_RELEASE_AFTER.to_string(), "600s".to_string())].into());
+    ep.spec.force_release_after = Some("600s".into());
+    ep.spec.pod = Some(PodRef { namespace: "default".into(), name: container, uid });
+    ep
+}
+
+fn ip_u128(ip: std::net::IpAddr) -> u128 {
+    match ip {
+        std::net::IpAddr::V4(v) => u128::from(u32::from(v)),
+        std::net::IpAddr::V6(v) => u128::from(v),
+    }
 }
 
 const REQUESTS: &str = "apiserver_request_total";
+/// The server records response sizes for reads only (GET and LIST), not for writes.
 const RESPONSE_BYTES: &str = "apiserver_response_sizes_sum";
+/// Objects a LIST served from the watch cache looked at (the whole resource, when no index serves the selector).
+const LIST_SCANNED: &str = "apiserver_cache_list_fetched_objects_total";
+/// Objects a LIST served from the watch cache returned.
+const LIST_RETURNED: &str = "apiserver_cache_list_returned_objects_total";
+
+/// NetworkEndpoint traffic at the server between two scrapes.
+#[derive(Clone, Copy, Default)]
+struct ServerCounts {
+    /// Requests of every verb except DELETE (which the ADDs measured here never send).
+    requests: f64,
+    /// Creates answered 409 (the address was taken).
+    conflicts: f64,
+    lists: f64,
+    /// Objects LISTs returned.
+    returned: f64,
+    /// Objects LISTs looked at in the watch cache.
+    scanned: f64,
+    /// Response bytes (GET and LIST; see [`RESPONSE_BYTES`]).
+    bytes: f64,
+}
+
+impl ServerCounts {
+    fn between(before: &Metrics, after: &Metrics) -> Self {
+        Self {
+            requests: after.since(before, REQUESTS, |l| l.networkendpoints() && l.get("verb") != "DELETE"),
+            conflicts: after
+                .since(before, REQUESTS, |l| l.networkendpoints() && l.get("verb") == "POST" && l.get("code") == "409"),
+            lists: after.since(before, REQUESTS, |l| l.networkendpoints() && l.get("verb") == "LIST"),
+            returned: after.since(before, LIST_RETURNED, |l| l.networkendpoints()),
+            scanned: after.since(before, LIST_SCANNED, |l| l.networkendpoints()),
+            bytes: after.since(before, RESPONSE_BYTES, |l| l.networkendpoints()),
+        }
+    }
+}
 
 /// The API server's metrics at one moment: series (name and labels) to value.
 struct Metrics(HashMap<String, f64>);
@@ -354,6 +534,7 @@ fn main() {
         whereabouts,
         rt,
         client,
+        shared: Mutex::new(Shared::default()),
     };
     ctx.ensure_nodes(&["bench-node".to_string()]);
     let mut report = String::new();
@@ -370,9 +551,11 @@ fn main() {
 
     if let Ok(only) = std::env::var("BENCH_ONLY") {
         for case in only.split(',') {
-            match case.trim() {
+            let case = case.trim();
+            ctx.timed(case, || match case {
                 "latency" => drop(bench_latency(&ctx, &mut report)),
                 "requests" => bench_requests(&ctx, &mut report),
+                "full24" => bench_full_24(&ctx, &mut report),
                 "scale" => bench_pool_scale(&ctx, &mut report),
                 "reuse" => bench_release_to_reuse(&ctx, &mut report),
                 "replace" => bench_replacement_before_del(&ctx, &mut report),
@@ -380,28 +563,37 @@ fn main() {
                 "status" => bench_status(&ctx, &mut report),
                 "nodes" => bench_many_nodes(&ctx, &mut report),
                 "footprint" => bench_footprint(&ctx, &mut report),
+                "churn" => bench_churn_small(&ctx, &mut report),
                 "large" => bench_large_pool(&ctx, &mut report),
                 other => panic!("BENCH_ONLY: unknown case {other:?}"),
-            }
+            });
         }
+        report_lean(&ctx, &mut report);
+        report_load(&ctx, &mut report);
+        report_elapsed(&ctx, &mut report, started);
         print!("{report}");
         let _ = std::fs::remove_dir_all(&ctx.work);
         return;
     }
-    let latency = bench_latency(&ctx, &mut report);
-    bench_requests(&ctx, &mut report);
-    bench_exclusion(&ctx, &mut report);
-    bench_pool_scale(&ctx, &mut report);
-    bench_release_to_reuse(&ctx, &mut report);
-    bench_replacement_before_del(&ctx, &mut report);
-    bench_status(&ctx, &mut report);
-    bench_many_nodes(&ctx, &mut report);
-    bench_footprint(&ctx, &mut report);
-    // Last: it leaves the API server with the most to digest.
-    if !ctx.quick {
-        bench_large_pool(&ctx, &mut report);
+    let latency = ctx.timed("latency", || bench_latency(&ctx, &mut report));
+    ctx.timed("requests", || bench_requests(&ctx, &mut report));
+    ctx.timed("full24", || bench_full_24(&ctx, &mut report));
+    ctx.timed("exclude", || bench_exclusion(&ctx, &mut report));
+    ctx.timed("scale", || bench_pool_scale(&ctx, &mut report));
+    ctx.timed("reuse", || bench_release_to_reuse(&ctx, &mut report));
+    ctx.timed("replace", || bench_replacement_before_del(&ctx, &mut report));
+    ctx.timed("status", || bench_status(&ctx, &mut report));
+    ctx.timed("nodes", || bench_many_nodes(&ctx, &mut report));
+    ctx.timed("footprint", || bench_footprint(&ctx, &mut report));
+    if ctx.quick {
+        ctx.timed("churn", || bench_churn_small(&ctx, &mut report));
+    } else {
+        // Last: it leaves the API server with the most to digest.
+        ctx.timed("large", || bench_large_pool(&ctx, &mut report));
     }
-    let _ = writeln!(report, "\nTotal harness time: {:.0} s.", started.elapsed().as_secs_f64());
+    report_lean(&ctx, &mut report);
+    report_load(&ctx, &mut report);
+    report_elapsed(&ctx, &mut report, started);
 
     print!("{report}");
     if let Some(out) = args.get("out") {
@@ -410,7 +602,30 @@ fn main() {
     if let Some(plot) = args.get("plot") {
         std::fs::write(plot, svg(&latency)).unwrap();
     }
+    let scale_plot = args
+        .get("scale-plot")
+        .map(PathBuf::from)
+        .or_else(|| args.get("plot").map(|p| PathBuf::from(p).with_file_name("bench-scale.svg")));
+    if let Some(path) = scale_plot {
+        std::fs::write(path, svg_scale(&ctx.shared.lock().unwrap().scale_points)).unwrap();
+    }
     let _ = std::fs::remove_dir_all(&ctx.work);
+}
+
+/// The per-case elapsed times and the total.
+fn report_elapsed(ctx: &Ctx, report: &mut String, started: Instant) {
+    let shared = ctx.shared.lock().unwrap();
+    let _ = writeln!(
+        report,
+        "## Elapsed time per case
+"
+    );
+    let _ = writeln!(report, "| case | elapsed s |");
+    let _ = writeln!(report, "|---|---:|");
+    for (name, s) in &shared.elapsed {
+        let _ = writeln!(report, "| {name} | {s:.0} |");
+    }
+    let _ = writeln!(report, "\nTotal harness time: {:.0} s.", started.elapsed().as_secs_f64());
 }
 
 type Series = Vec<(String, Vec<(usize, Stats)>)>;
@@ -546,8 +761,18 @@ fn bench_requests(ctx: &Ctx, report: &mut String) {
     let conf = ctx.netconf(pool, "10.95.0.0/24", json!({}));
     let n = 50;
     let before = ctx.requests();
+    let cpu0 = ctx.apiserver_cpu_s();
     let (add, _) = run_many(n, 1, &|i| ctx.add(&conf, &format!("req-{i}")));
+    let cpu1 = ctx.apiserver_cpu_s();
     let mid = ctx.requests();
+    if let (Some(a), Some(b)) = (cpu0, cpu1) {
+        ctx.shared.lock().unwrap().load.push(Load {
+            during: "/24, empty, concurrency 1 (the requests case above)".into(),
+            ops: n,
+            unit: "ADDs",
+            cpu_s: b - a,
+        });
+    }
     let (del, _) = run_many(n, 1, &|i| Invocation {
         program: ctx.plugin(),
         args: vec![],
@@ -575,6 +800,10 @@ fn bench_pool_scale(ctx: &Ctx, report: &mut String) {
         &[(24, 0x0a60_0000), (20, 0x0a61_0000), (16, 0x0a62_0000)]
     };
     let _ = writeln!(report, "## ADD latency by pool size (pool 50% full, concurrency 1)\n");
+    let _ = writeln!(
+        report,
+        "![ADD p99 by pool size and fill](docs/bench-scale.svg)\n\nThe plot shows the p99s of this table, of the large pool at 50 % and 90 % (one ADD at a time) and of 64 nodes ADDing at once into a /24 and the large pool at 90 % (sections below).\n"
+    );
     let _ = writeln!(
         report,
         "Half of the usable addresses, chosen at random, are leased first by direct creates; then 40 ADDs run one at a time.\n"
@@ -611,6 +840,7 @@ fn bench_pool_scale(ctx: &Ctx, report: &mut String) {
         );
         let meta_ms = t.elapsed().as_secs_f64() * 1000.0;
         report_failures("scale", prefix as usize, &fails);
+        ctx.shared.lock().unwrap().scale_points.push((SERIES_50, prefix, s.p99_ms));
         let ratio = base.map_or(String::new(), |b: f64| format!(" ({:.2}× the /24)", s.p50_ms / b));
         base.get_or_insert(s.p50_ms);
         let _ = writeln!(
@@ -939,11 +1169,13 @@ fn bench_large_pool(ctx: &Ctx, report: &mut String) {
     let prefix = ctx.large_prefix;
     let net: u32 = 0x0a66_0000; // 10.102.0.0, aligned for any prefix down to /15
     let pool = format!("bench-large-{prefix}");
+    let subnet = format!("{}/{prefix}", host(net));
     let usable = (1u32 << (32 - prefix)) - 3; // minus network, gateway, broadcast
     let mut rng = fastrand::Rng::with_seed(u64::from(prefix) + 100);
     let mut hosts: Vec<u32> = (2..usable + 2).collect();
     rng.shuffle(&mut hosts);
-    let conf = ctx.netconf(&pool, &format!("{}/{prefix}", host(net)), json!({}));
+    let conf = ctx.netconf(&pool, &subnet, json!({}));
+    let nodes = many_node_names(ctx, AT_ONCE_NODES);
     let pid = ctx.apiserver_pid();
     let rss_mb = || {
         pid.and_then(|p| proc_status(p, "VmRSS:")).map_or("n/a".to_string(), |k| format!("{:.0}", k as f64 / 1024.0))
@@ -953,7 +1185,8 @@ fn bench_large_pool(ctx: &Ctx, report: &mut String) {
     let _ = writeln!(report, "## A large pool: /{prefix} filled to 50 % and 90 %\n");
     let _ = writeln!(
         report,
-        "{usable} usable addresses. Leases at random addresses are created directly, {in_flight} in flight, first to 50 % then to 90 %; \
+        "{usable} usable addresses. Leases at random addresses are created directly, {in_flight} in flight, first to 50 % then to 90 %, \
+         shaped as the plugin's and spread over {AT_ONCE_NODES} registered node names; \
          after each fill {adds} ADDs run one at a time. API requests and LISTs (of a block, or of the pool) per ADD count NetworkEndpoint requests at the server; \
          RSS is that of the test environment's one process, which holds both kube-apiserver and etcd \
          (before the fill: {} MB).\n",
@@ -966,22 +1199,35 @@ fn bench_large_pool(ctx: &Ctx, report: &mut String) {
     let _ = writeln!(report, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut filled = 0;
     let mut leased = 0;
+    // The fill's leases of the churning nodes, for their DELs.
+    let mut victims: Vec<Vec<String>> = vec![Vec::new(); CHURN_NODES];
+    let mut storage = Storage::before(ctx);
     for percent in [50u32, 90] {
         let target = (u64::from(usable) * u64::from(percent) / 100) as usize;
         let ips: Vec<String> = hosts[filled..target].iter().map(|h| host(net + h)).collect();
         let t = Instant::now();
-        let created = ctx.fill(&pool, &ips, "other-node", in_flight);
+        let created = ctx.fill_owned(&pool, &ips, &nodes, in_flight);
         let fill_s = t.elapsed().as_secs_f64();
-        if created < ips.len() {
-            eprintln!("large pool: {} of {} creates failed", ips.len() - created, ips.len());
+        for (i, ip) in ips.iter().enumerate() {
+            if let Some(v) = victims.get_mut(i % nodes.len()) {
+                v.push(fill_container(&pool, ip));
+            }
         }
         filled = target;
         leased += created;
+        if percent == 90 {
+            storage.after(ctx, leased);
+        }
         let before = ctx.metrics();
         let (s, fails) = run_many(adds, 1, &|i| ctx.add(&conf, &format!("large-{percent}-{i}")));
         let after = ctx.metrics();
         report_failures("large pool", percent as usize, &fails);
         leased += s.n - s.failed;
+        ctx.shared.lock().unwrap().scale_points.push((
+            if percent == 50 { SERIES_50 } else { SERIES_90 },
+            prefix,
+            s.p99_ms,
+        ));
         let per_add = |v: f64| v / adds as f64;
         let _ = writeln!(
             report,
@@ -996,13 +1242,697 @@ fn bench_large_pool(ctx: &Ctx, report: &mut String) {
             rss_mb()
         );
     }
+    let _ = writeln!(report);
+
+    let at_once = ctx.timed("large, of which 64 nodes at once", || {
+        bench_at_once_large(ctx, report, &pool, &subnet, usable, leased, &nodes)
+    });
+    leased += at_once;
+    let fill = format!("{:.1} %", 100.0 * leased as f64 / f64::from(usable));
+    ctx.timed("large, of which churn", || {
+        let cycles = if ctx.large_trial() { 500 } else { 2000 };
+        let cap = Duration::from_secs(CHURN_CAP_S);
+        let churners = &nodes[..CHURN_NODES];
+        let confs: Vec<Vec<u8>> = churners.iter().map(|n| ctx.node_conf(&pool, &subnet, n, "large-nodes")).collect();
+        let r = churn(ctx, churners, &confs, victims, cycles, Some(cap));
+        report_churn(ctx, report, &format!("/{prefix}"), &fill, &r);
+    });
+    ctx.timed("large, of which lease sizes", || {
+        let conf = ctx.node_conf(&pool, &subnet, &nodes[0], "large-nodes");
+        let lean = measure_lean(ctx, &format!("/{prefix} at {fill}"), &pool, &conf, storage);
+        ctx.shared.lock().unwrap().lean = Some(lean);
+    });
+
     let t = Instant::now();
     ctx.delete_pool(&pool);
     let _ = writeln!(
         report,
-        "\nDeleting the {leased} leases (deletecollection, pages of 5,000) took {:.0} s.\n",
+        "Deleting the /{prefix}'s {leased} leases (deletecollection, pages of 5,000) took {:.0} s.\n",
         t.elapsed().as_secs_f64()
     );
+}
+
+const SERIES_50: &str = "50 % full, one ADD at a time";
+const SERIES_90: &str = "90 % full, one ADD at a time";
+const SERIES_AT_ONCE: &str = "90 % full, 64 nodes at once";
+
+/// Node names that ADD at once, and whose leases the fills spread over.
+const AT_ONCE_NODES: usize = 64;
+/// Node names that churn: the first of [`AT_ONCE_NODES`].
+const CHURN_NODES: usize = 16;
+/// In the large pool, churn starts no cycle after this many seconds, to
+/// bound the run: every LIST there looks at every lease on the server.
+const CHURN_CAP_S: u64 = 420;
+
+impl Ctx {
+    /// A `--large-prefix` above 15: a trial of the large cases, with fewer ADDs and cycles.
+    fn large_trial(&self) -> bool {
+        self.large_prefix > 15
+    }
+}
+
+/// The size of the plugin's address blocks (label `netendpoint.dev/block`), read off the label function.
+fn block_addresses() -> u32 {
+    let last = Ipv4Addr::new(10, 0, 255, 255);
+    let first: Ipv4Addr = block_label_value(last.into()).parse().unwrap();
+    u32::from(last) - u32::from(first) + 1
+}
+
+/// `n` registered node names, `bench-big-0` onwards.
+fn many_node_names(ctx: &Ctx, n: usize) -> Vec<String> {
+    let names: Vec<String> = (0..n).map(|i| format!("bench-big-{i}")).collect();
+    ctx.ensure_nodes(&names);
+    names
+}
+
+/// The first IP of an ADD result on stdout.
+fn added_ip(stdout: &str) -> Option<std::net::IpAddr> {
+    let v: Value = serde_json::from_str(stdout).ok()?;
+    v["ips"][0]["address"].as_str()?.split('/').next()?.parse().ok()
+}
+
+/// One run of many nodes ADDing at once into a pool at 90 %, with its figures counted at the server.
+#[derive(Clone)]
+struct AtOnce {
+    pool: String,
+    fill: String,
+    nodes: usize,
+    concurrency: usize,
+    stats: Stats,
+    server: ServerCounts,
+    cpu_s: Option<f64>,
+}
+
+impl AtOnce {
+    fn header(report: &mut String) {
+        let _ = writeln!(
+            report,
+            "| pool | fill at ADD start | nodes | concurrency | ADDs | failed | p50 ms | p99 ms | ADDs/s | API requests per ADD | 409s per ADD | LISTs per ADD | objects returned per LIST | objects scanned per LIST | response bytes per ADD | API server CPU s per 1,000 ADDs |"
+        );
+        let _ = writeln!(report, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    }
+
+    fn row(&self, report: &mut String) {
+        let n = self.stats.n.max(1) as f64;
+        let c = &self.server;
+        let per_list = |v: f64| if c.lists > 0.0 { format!("{:.0}", v / c.lists) } else { "–".into() };
+        let _ = writeln!(
+            report,
+            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {} | {} | {:.0} | {} |",
+            self.pool,
+            self.fill,
+            self.nodes,
+            self.concurrency,
+            self.stats.n,
+            self.stats.failed,
+            self.stats.p50_ms,
+            self.stats.p99_ms,
+            self.stats.per_sec,
+            c.requests / n,
+            c.conflicts / n,
+            c.lists / n,
+            per_list(c.returned),
+            per_list(c.scanned),
+            c.bytes / n,
+            self.cpu_s.map_or("n/a".into(), |s| format!("{:.1}", s * 1000.0 / n)),
+        );
+    }
+}
+
+/// `n` ADDs spread round-robin over `confs` (one per node), `concurrency`
+/// at a time, counted at the server. With `recycle`, the harness deletes
+/// each ADD's lease (one DELETE by name, which [`ServerCounts`] leaves out)
+/// as soon as the ADD returns. Returns the figures and the mean number of
+/// such leases not yet deleted when an ADD started.
+fn adds_at_once(
+    ctx: &Ctx,
+    pool: &str,
+    confs: &[Vec<u8>],
+    n: usize,
+    concurrency: usize,
+    tag: &str,
+    recycle: bool,
+) -> (Stats, ServerCounts, Option<f64>, f64) {
+    let held = AtomicUsize::new(0);
+    let held_sum = AtomicUsize::new(0);
+    let make = |i: usize| {
+        held_sum.fetch_add(held.load(Ordering::SeqCst), Ordering::SeqCst);
+        ctx.add(&confs[i % confs.len()], &format!("{tag}-{i}"))
+    };
+    let then = |_: usize, out: &str| {
+        if !recycle {
+            return;
+        }
+        held.fetch_add(1, Ordering::SeqCst);
+        match added_ip(out) {
+            Some(ip) => ctx.delete_lease(&endpoint_name(pool, ip)),
+            None => eprintln!("{tag}: no IP in the ADD result {out:?}"),
+        }
+        held.fetch_sub(1, Ordering::SeqCst);
+    };
+    let before = ctx.metrics();
+    let cpu0 = ctx.apiserver_cpu_s();
+    let (s, fails) = run_many_then(n, concurrency, &make, &then);
+    let cpu1 = ctx.apiserver_cpu_s();
+    let after = ctx.metrics();
+    report_failures(tag, concurrency, &fails);
+    let cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
+    (s, ServerCounts::between(&before, &after), cpu, held_sum.load(Ordering::SeqCst) as f64 / n.max(1) as f64)
+}
+
+fn bench_full_24(ctx: &Ctx, report: &mut String) {
+    let pool = "bench-full24";
+    let net: u32 = 0x0a59_0000; // 10.89.0.0/24
+    let subnet = "10.89.0.0/24";
+    let usable: u32 = 253;
+    let concurrency = AT_ONCE_NODES;
+    let n = if ctx.quick { 128 } else { 640 };
+    let nodes = many_node_names(ctx, AT_ONCE_NODES);
+    let target = ((usable * 90 + 50) / 100) as usize;
+    let mut rng = fastrand::Rng::with_seed(24);
+    let mut hosts: Vec<u32> = (2..usable + 2).collect();
+    rng.shuffle(&mut hosts);
+    let ips: Vec<String> = hosts[..target].iter().map(|h| host(net + h)).collect();
+    let leased = ctx.fill_owned(pool, &ips, &nodes, 48);
+    let confs: Vec<Vec<u8>> = nodes.iter().map(|node| ctx.node_conf(pool, subnet, node, "full24")).collect();
+    let (stats, server, cpu_s, held) = adds_at_once(ctx, pool, &confs, n, concurrency, "full24", true);
+    let row = AtOnce {
+        pool: "/24".into(),
+        fill: format!("{:.1} % (mean)", 100.0 * (leased as f64 + held) / f64::from(usable)),
+        nodes: nodes.len(),
+        concurrency,
+        stats,
+        server,
+        cpu_s,
+    };
+    let _ = writeln!(report, "## 64 nodes ADDing at once into a /24 kept 90 % full\n");
+    let _ = writeln!(
+        report,
+        "The reference for the large-pool case near the end (not run with `--quick`): {} registered node names, each with its own `dataDir`, run {n} ADDs at concurrency \
+         {concurrency}, round-robin over the nodes, one process per ADD (64 processes at once do run on 2 cores, slowly, as in the latency case). \
+         A /24 at 90 % has only {} free addresses, so the fill is kept there: {leased} of {usable} addresses are leased first \
+         (direct creates shaped as the plugin's, spread over the same nodes), and the harness deletes each ADD's lease (one DELETE \
+         by name, left out of the request counts) as soon as the ADD returns. The fill column is the mean, over the ADDs, of the \
+         leases present when the ADD started, over {usable}; leases of ADDs still running are not in it, so some ADDs find the \
+         pool fuller and wait for one of those deletes. So many nodes share the /24's few free addresses (and, in a pool this \
+         small, the same start point), which the 409s show. An ADD whose 6 probes miss lists one block of {block} addresses by its \
+         label. Counted at the server, NetworkEndpoint requests only: API requests, creates answered 409, LISTs, \
+         the objects those LISTs returned and the objects they looked at in the watch cache (`apiserver_cache_list_returned_objects_total`, \
+         `apiserver_cache_list_fetched_objects_total`), and response bytes (`apiserver_response_sizes_sum`, all verbs, whose labels \
+         are group, version, resource, subresource, scope, component and verb; the server records it for GET and LIST only, not \
+         for the creates). API server CPU is the kube-testenv process (kube-apiserver and etcd in one), from /proc, \
+         here including the harness's DELETEs.\n",
+        nodes.len(),
+        usable as usize - leased,
+        block = block_addresses()
+    );
+    AtOnce::header(report);
+    row.row(report);
+    let _ = writeln!(report);
+    let mut shared = ctx.shared.lock().unwrap();
+    shared.scale_points.push((SERIES_AT_ONCE, 24, row.stats.p99_ms));
+    if let Some(cpu_s) = row.cpu_s {
+        shared.load.push(Load {
+            during: format!(
+                "/24 kept 90 % full, {} nodes at once, concurrency {concurrency} (and the harness's DELETEs)",
+                nodes.len()
+            ),
+            ops: row.stats.n,
+            unit: "ADDs",
+            cpu_s,
+        });
+    }
+    shared.full24 = Some(row);
+    drop(shared);
+    ctx.delete_pool(pool);
+}
+
+/// 64 nodes ADD at once into the large pool at 90 %. Returns the ADDs that succeeded.
+fn bench_at_once_large(
+    ctx: &Ctx,
+    report: &mut String,
+    pool: &str,
+    subnet: &str,
+    usable: u32,
+    leased: usize,
+    nodes: &[String],
+) -> usize {
+    let prefix = ctx.large_prefix;
+    let concurrency = AT_ONCE_NODES;
+    let n = if ctx.large_trial() { 256 } else { 640 };
+    let confs: Vec<Vec<u8>> = nodes.iter().map(|node| ctx.node_conf(pool, subnet, node, "large-nodes")).collect();
+    let (stats, server, cpu_s, _) = adds_at_once(ctx, pool, &confs, n, concurrency, "at-once", false);
+    let pct = |l: usize| 100.0 * l as f64 / f64::from(usable);
+    let row = AtOnce {
+        pool: format!("/{prefix}"),
+        fill: format!("{:.1} % to {:.1} %", pct(leased), pct(leased + stats.n - stats.failed)),
+        nodes: nodes.len(),
+        concurrency,
+        stats,
+        server,
+        cpu_s,
+    };
+    let _ = writeln!(report, "## 64 nodes ADDing at once into the /{prefix} at 90 %\n");
+    let _ = writeln!(
+        report,
+        "After the fill to 90 % above, the same {} node names as in the /24 case (each with its own `dataDir`, so each starts at its own \
+         hashed point) run {n} ADDs at concurrency {concurrency}, round-robin over the nodes, one process per ADD; nothing is deleted, so the fill rises a little. \
+         Counted as for the /24, whose row is repeated here. An ADD whose 6 probes miss lists one block ({} addresses) by its label; \
+         the watch cache has no index for that selector, so each LIST looks at every NetworkEndpoint on the server.\n",
+        nodes.len(),
+        block_addresses()
+    );
+    AtOnce::header(report);
+    let shared = ctx.shared.lock().unwrap();
+    let base = shared.full24.clone();
+    drop(shared);
+    if let Some(b) = &base {
+        b.row(report);
+    }
+    row.row(report);
+    if let Some(b) = &base {
+        let _ = writeln!(
+            report,
+            "\np99 in the /{prefix} ÷ p99 in the /24, same concurrency: {:.2}×. p50: {:.2}×.",
+            row.stats.p99_ms / b.stats.p99_ms,
+            row.stats.p50_ms / b.stats.p50_ms
+        );
+    }
+    let _ = writeln!(report);
+    let mut shared = ctx.shared.lock().unwrap();
+    shared.scale_points.push((SERIES_AT_ONCE, prefix, row.stats.p99_ms));
+    if let Some(cpu_s) = row.cpu_s {
+        shared.load.push(Load {
+            during: format!("/{prefix} at 90 %, {} nodes at once, concurrency {concurrency}", nodes.len()),
+            ops: row.stats.n,
+            unit: "ADDs",
+            cpu_s,
+        });
+    }
+    row.stats.n - row.stats.failed
+}
+
+/// The outcome of [`churn`].
+struct Churn {
+    /// Cycles asked for, and the time cap that may have cut them short.
+    planned: usize,
+    cap: Option<Duration>,
+    cycles: usize,
+    nodes: usize,
+    add: Stats,
+    del: Stats,
+    /// DEL invocations run (each makes exactly one NetworkEndpoint LIST, by container ID).
+    dels: usize,
+    server: ServerCounts,
+    cpu_s: Option<f64>,
+    wall_s: f64,
+}
+
+/// `cycles` delete-and-recreate cycles spread over `nodes` (node `k` with
+/// plugin configuration `confs[k]`), one worker per
+/// node, all at once. Each cycle DELs through the plugin one lease of its
+/// node (the last of `victims[k]`, by its container ID) and then ADDs a new
+/// one on the same node, so the pool's fill stays where it is. With `cap`,
+/// no cycle starts after that long.
+fn churn(
+    ctx: &Ctx,
+    nodes: &[String],
+    confs: &[Vec<u8>],
+    victims: Vec<Vec<String>>,
+    cycles: usize,
+    cap: Option<Duration>,
+) -> Churn {
+    let add_lat = Mutex::new(Vec::new());
+    let del_lat = Mutex::new(Vec::new());
+    let add_fails = Mutex::new(Vec::new());
+    let del_fails = Mutex::new(Vec::new());
+    let dels = AtomicUsize::new(0);
+    let before = ctx.metrics();
+    let cpu0 = ctx.apiserver_cpu_s();
+    let wall = Instant::now();
+    let started = &wall;
+    std::thread::scope(|s| {
+        for (((k, node), conf), mut mine) in nodes.iter().enumerate().zip(confs).zip(victims) {
+            let mine_cycles = cycles / nodes.len() + usize::from(k < cycles % nodes.len());
+            let (add_lat, del_lat, add_fails, del_fails, dels) = (&add_lat, &del_lat, &add_fails, &del_fails, &dels);
+            s.spawn(move || {
+                for j in 0..mine_cycles {
+                    if cap.is_some_and(|c| started.elapsed() > c) {
+                        break;
+                    }
+                    let Some(old) = mine.pop() else {
+                        eprintln!("churn: node {node} has no lease left to delete after {j} cycles");
+                        break;
+                    };
+                    dels.fetch_add(1, Ordering::SeqCst);
+                    match run_one(&ctx.del(conf, &old)) {
+                        (true, took, _) => del_lat.lock().unwrap().push(took),
+                        (false, _, out) => del_fails.lock().unwrap().push(out),
+                    }
+                    match run_one(&ctx.add(conf, &format!("churn-{k}-{j}"))) {
+                        (true, took, _) => add_lat.lock().unwrap().push(took),
+                        (false, _, out) => add_fails.lock().unwrap().push(out),
+                    }
+                }
+            });
+        }
+    });
+    let wall = wall.elapsed();
+    let cpu1 = ctx.apiserver_cpu_s();
+    let after = ctx.metrics();
+    let (add_fails, del_fails) = (add_fails.into_inner().unwrap(), del_fails.into_inner().unwrap());
+    report_failures("churn ADD", nodes.len(), &add_fails);
+    report_failures("churn DEL", nodes.len(), &del_fails);
+    let add = Stats::of(add_lat.into_inner().unwrap(), add_fails.len(), wall);
+    let del = Stats::of(del_lat.into_inner().unwrap(), del_fails.len(), wall);
+    Churn {
+        planned: cycles,
+        cap,
+        cycles: add.n,
+        nodes: nodes.len(),
+        add,
+        del,
+        dels: dels.load(Ordering::SeqCst),
+        server: ServerCounts::between(&before, &after),
+        cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
+        wall_s: wall.as_secs_f64(),
+    }
+}
+
+fn report_churn(ctx: &Ctx, report: &mut String, pool: &str, fill: &str, r: &Churn) {
+    let c = &r.server;
+    let dels = r.dels as f64;
+    let add_lists = c.lists - dels;
+    let adds = r.add.n.max(1) as f64;
+    let _ = writeln!(report, "## Churn: delete and recreate in the {pool} at 90 %\n");
+    let _ = writeln!(
+        report,
+        "{} cycles{} in the {pool} at {fill}, spread over {} of the node names, one worker per node, all at once ({:.0} s). Each cycle DELs \
+         one lease of its node through the plugin (with that lease's container ID; the leases are the fill's, at random addresses) \
+         and then ADDs a new one on the same node, so the fill stays where it is. Counted at the server: an ADD lists (one block, or \
+         the pool) only when its 6 probes miss, and a DEL makes exactly one LIST (by container ID), so the LISTs by ADDs are all \
+         NetworkEndpoint LISTs less one per DEL, and the objects they returned are all returned less one per DEL. Objects scanned \
+         per LIST covers both kinds: the watch cache has no index for either selector, so each LIST looks at every NetworkEndpoint \
+         on the server. Response bytes and CPU are per cycle (one DEL and one ADD).\n",
+        r.cycles,
+        match r.cap {
+            Some(c) if r.cycles < r.planned => {
+                format!(" (of {} planned: no cycle starts after {} s, to bound the run)", r.planned, c.as_secs())
+            }
+            Some(c) => format!(" (all planned; no cycle would have started after {} s)", c.as_secs()),
+            None => String::new(),
+        },
+        r.nodes,
+        r.wall_s
+    );
+    let _ = writeln!(
+        report,
+        "| pool | nodes | cycles | failed DEL | failed ADD | DEL p50 ms | ADD p50 ms | ADD p99 ms | LISTs by ADDs | ADD LISTs per ADD | objects returned per ADD LIST | objects scanned per LIST | 409s per ADD | response bytes per cycle | API server CPU s per 1,000 cycles |"
+    );
+    let _ = writeln!(report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        report,
+        "| {pool} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.2} | {} | {} | {:.2} | {:.0} | {} |",
+        r.nodes,
+        r.cycles,
+        r.del.failed,
+        r.add.failed,
+        r.del.p50_ms,
+        r.add.p50_ms,
+        r.add.p99_ms,
+        add_lists,
+        add_lists / adds,
+        if add_lists > 0.0 { format!("{:.0}", (c.returned - dels) / add_lists) } else { "–".into() },
+        if c.lists > 0.0 { format!("{:.0}", c.scanned / c.lists) } else { "–".into() },
+        c.conflicts / adds,
+        c.bytes / adds,
+        r.cpu_s.map_or("n/a".into(), |s| format!("{:.1}", s * 1000.0 / adds)),
+    );
+    let _ = writeln!(report);
+    if let Some(cpu_s) = r.cpu_s {
+        ctx.shared.lock().unwrap().load.push(Load {
+            during: format!("churn in the {pool} at 90 %, {} nodes at once", r.nodes),
+            ops: r.add.n,
+            unit: "cycles (DEL + ADD)",
+            cpu_s,
+        });
+    }
+}
+
+/// Churn on its own in a /20 at 90 % (with `--quick`, instead of in the /15).
+fn bench_churn_small(ctx: &Ctx, report: &mut String) {
+    let pool = "bench-churn";
+    let net: u32 = 0x0a58_0000; // 10.88.0.0/20
+    let subnet = "10.88.0.0/20";
+    let usable: u32 = (1 << 12) - 3;
+    let nodes = many_node_names(ctx, CHURN_NODES);
+    let target = ((usable * 90 + 50) / 100) as usize;
+    let mut rng = fastrand::Rng::with_seed(20);
+    let mut hosts: Vec<u32> = (2..usable + 2).collect();
+    rng.shuffle(&mut hosts);
+    let ips: Vec<String> = hosts[..target].iter().map(|h| host(net + h)).collect();
+    let mut storage = Storage::before(ctx);
+    let leased = ctx.fill_owned(pool, &ips, &nodes, 48);
+    storage.after(ctx, leased);
+    let mut victims: Vec<Vec<String>> = vec![Vec::new(); nodes.len()];
+    for (i, ip) in ips.iter().enumerate() {
+        victims[i % nodes.len()].push(fill_container(pool, ip));
+    }
+    let fill = format!("{:.1} %", 100.0 * leased as f64 / f64::from(usable));
+    let cycles = if ctx.quick { 100 } else { 2000 };
+    let confs: Vec<Vec<u8>> = nodes.iter().map(|n| ctx.node_conf(pool, subnet, n, "churn-nodes")).collect();
+    let r = churn(ctx, &nodes, &confs, victims, cycles, None);
+    report_churn(ctx, report, "/20", &fill, &r);
+    let conf = ctx.node_conf(pool, subnet, &nodes[0], "churn-nodes");
+    let lean = measure_lean(ctx, &format!("/20 at {fill}"), pool, &conf, storage);
+    ctx.shared.lock().unwrap().lean = Some(lean);
+    ctx.delete_pool(pool);
+}
+
+/// etcd's size before and after a fill.
+struct Storage {
+    db_before: Option<u64>,
+    db_after: Option<u64>,
+    leases: usize,
+}
+
+impl Storage {
+    fn before(ctx: &Ctx) -> Self {
+        Self { db_before: ctx.etcd_db_bytes(), db_after: None, leases: 0 }
+    }
+
+    /// Records the size now, with `leases` created since [`Storage::before`].
+    fn after(&mut self, ctx: &Ctx, leases: usize) {
+        self.db_after = ctx.etcd_db_bytes();
+        self.leases = leases;
+    }
+}
+
+/// What one lease costs, stored and listed.
+struct Lean {
+    pool: String,
+    /// JSON bytes of the parts of one plugin-created lease, as GET returns it.
+    parts: Vec<(&'static str, usize)>,
+    total: usize,
+    /// The object without its resourceVersion (which etcd does not store), and the etcd key.
+    stored: usize,
+    key: usize,
+    /// One lease of the fill, for comparison.
+    filler_total: usize,
+    list_full: (usize, usize),
+    list_meta: (usize, usize),
+    storage: Storage,
+    /// `apiserver_resource_size_estimate_bytes` and `apiserver_resource_objects` for NetworkEndpoints.
+    estimate: (f64, f64),
+}
+
+fn measure_lean(ctx: &Ctx, pool_desc: &str, pool: &str, conf: &[u8], storage: Storage) -> Lean {
+    let api: Api<NetworkEndpoint> = Api::all(ctx.client.clone());
+    let url = api.resource_url().to_string();
+    let mut add = ctx.add(conf, "lean-sample");
+    for (k, v) in &mut add.env {
+        if k == "CNI_ARGS" {
+            v.push_str(";K8S_POD_UID=6f1d2c3b-4a59-4e68-9d7c-8b9a0f1e2d3c");
+        }
+    }
+    let (ok, _, out) = run_one(&add);
+    let sample: Value = match (ok, added_ip(&out)) {
+        (true, Some(ip)) => {
+            let req = kube::core::Request::new(&url).get(&endpoint_name(pool, ip), &GetParams::default()).unwrap();
+            serde_json::from_str(&ctx.text(req)).unwrap_or_default()
+        }
+        _ => {
+            eprintln!("lean: sample ADD failed: {}", out.trim());
+            Value::Null
+        }
+    };
+    let len = |v: &Value| if v.is_null() { 0 } else { serde_json::to_string(v).map_or(0, |s| s.len()) };
+    let meta = &sample["metadata"];
+    let parts = vec![
+        ("metadata.managedFields", len(&meta["managedFields"])),
+        ("metadata.labels", len(&meta["labels"])),
+        ("metadata.annotations", len(&meta["annotations"])),
+        ("spec", len(&sample["spec"])),
+    ];
+    let total = len(&sample);
+    let name = meta["name"].as_str().unwrap_or_default().to_string();
+    let mut unstored = sample.clone();
+    if let Some(m) = unstored["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+    let first_filler = {
+        let lp = ListParams::default()
+            .labels(&format!("{LABEL_POOL}={},netendpoint.dev/pod-namespace=default", label_value(pool)))
+            .limit(50);
+        let req = kube::core::Request::new(&url).list(&lp).unwrap();
+        let v: Value = serde_json::from_str(&ctx.text(req)).unwrap_or_default();
+        v["items"]
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["spec"]["containerID"].as_str().is_some_and(|c| c.starts_with("fill."))))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let page = |meta_only: bool| {
+        let lp = ListParams::default().labels(&format!("{LABEL_POOL}={}", label_value(pool))).limit(500);
+        let r = kube::core::Request::new(&url);
+        let req = if meta_only { r.list_metadata(&lp) } else { r.list(&lp) }.unwrap();
+        let body = ctx.text(req);
+        let items =
+            serde_json::from_str::<Value>(&body).ok().and_then(|v| v["items"].as_array().map(Vec::len)).unwrap_or(0);
+        (body.len(), items)
+    };
+    let m = ctx.metrics();
+    Lean {
+        pool: pool_desc.to_string(),
+        parts,
+        total,
+        stored: len(&unstored),
+        key: format!("/registry/netendpoint.dev/networkendpoints/{name}").len(),
+        filler_total: len(&first_filler),
+        list_full: page(false),
+        list_meta: page(true),
+        storage,
+        estimate: (
+            m.sum("apiserver_resource_size_estimate_bytes", |l| l.networkendpoints()),
+            m.sum("apiserver_resource_objects", |l| l.networkendpoints()),
+        ),
+    }
+}
+
+fn report_lean(ctx: &Ctx, report: &mut String) {
+    let shared = ctx.shared.lock().unwrap();
+    let Some(l) = &shared.lean else { return };
+    let _ = writeln!(report, "## Lease objects: bytes stored and listed\n");
+    let _ = writeln!(
+        report,
+        "Measured in the {}. One lease created by the plugin's ADD (with a pod UID, as kubelet passes it), fetched with a GET \
+         through kube-rs, as the server stores it; each part is the JSON of its value. The pool's other leases were created by \
+         the fill in the plugin's shape (the same labels, annotation and spec fields; one of them is {} bytes, against {} for \
+         the plugin's, which adds a gateway). etcd keeps each lease as that JSON, less the resourceVersion, under its key.\n",
+        l.pool, l.filler_total, l.total
+    );
+    let _ = writeln!(report, "| part of one lease | bytes | share |");
+    let _ = writeln!(report, "|---|---:|---:|");
+    let share = |b: usize| 100.0 * b as f64 / l.total.max(1) as f64;
+    for (name, b) in &l.parts {
+        let _ = writeln!(report, "| {name} | {b} | {:.0} % |", share(*b));
+    }
+    let rest = l.total.saturating_sub(l.parts.iter().map(|(_, b)| b).sum::<usize>());
+    let _ = writeln!(
+        report,
+        "| the rest (name, uid, resourceVersion, creationTimestamp, generation, apiVersion, kind, keys) | {rest} | {:.0} % |",
+        share(rest)
+    );
+    let _ = writeln!(report, "| whole object | {} | 100 % |\n", l.total);
+
+    let s = &l.storage;
+    let db = match (s.db_before, s.db_after) {
+        (Some(a), Some(b)) if s.leases > 0 => format!("{:.0}", (b as f64 - a as f64) / s.leases as f64),
+        _ => "n/a".into(),
+    };
+    let estimate = if l.estimate.0 > 0.0 && l.estimate.1 > 0.0 {
+        format!(
+            "`apiserver_resource_size_estimate_bytes` ÷ `apiserver_resource_objects`: {:.0} bytes per lease",
+            l.estimate.0 / l.estimate.1
+        )
+    } else {
+        "`apiserver_resource_size_estimate_bytes` is exposed but reads 0".into()
+    };
+    let _ = writeln!(
+        report,
+        "Bytes per lease in etcd: this v1.36 server does not expose `apiserver_storage_size_bytes` ({estimate}), so the figure is the \
+         growth of etcd's data file (`etcd/member/snap/db` in the state directory) across the fill of {} leases, divided by them. \
+         It is rough: the file grows in steps and first reuses pages freed by earlier cases' deletions. In a list: one page of up \
+         to 500 leases of the pool, the full JSON list and the metadata-only list (`PartialObjectMetadataList`, which the plugin's \
+         block and pool lists ask for), each body's bytes divided by its items.\n",
+        s.leases
+    );
+    let per = |(bytes, items): (usize, usize)| {
+        if items > 0 { format!("{:.0} ({items} items)", bytes as f64 / items as f64) } else { "n/a".into() }
+    };
+    let _ = writeln!(report, "| measure | bytes per lease |");
+    let _ = writeln!(report, "|---|---:|");
+    let _ = writeln!(report, "| etcd data file growth over the fill | {db} |");
+    let _ = writeln!(report, "| stored value (the object less its resourceVersion) + key | {} + {} |", l.stored, l.key);
+    let _ = writeln!(report, "| full list (JSON) | {} |", per(l.list_full));
+    let _ = writeln!(report, "| metadata-only list | {} |\n", per(l.list_meta));
+}
+
+fn report_load(ctx: &Ctx, report: &mut String) {
+    let shared = ctx.shared.lock().unwrap();
+    if shared.load.is_empty() {
+        return;
+    }
+    let _ = writeln!(report, "## API server load\n");
+    let _ = writeln!(
+        report,
+        "CPU seconds (user + system, from `/proc/<pid>/stat`) of the kube-testenv process, which runs kube-apiserver and its etcd \
+         in one, during runs measured above (nothing else uses this server meanwhile; the harness's two `/metrics` scrapes around \
+         each run are outside the window).\n"
+    );
+    let _ = writeln!(report, "| measured during | operations | CPU s | CPU s per 1,000 operations |");
+    let _ = writeln!(report, "|---|---:|---:|---:|");
+    for l in &shared.load {
+        let _ = writeln!(
+            report,
+            "| {} | {} {} | {:.2} | {:.1} |",
+            l.during,
+            l.ops,
+            l.unit,
+            l.cpu_s,
+            l.cpu_s * 1000.0 / l.ops.max(1) as f64
+        );
+    }
+    let per_1000 = |l: &Load| l.cpu_s * 1000.0 / l.ops.max(1) as f64;
+    let churn_rate = 50.0;
+    let adds = shared.load.iter().rev().find(|l| l.unit == "ADDs" && l.during.contains("at once"));
+    let cycles = shared.load.iter().rev().find(|l| l.unit.starts_with("cycles"));
+    let mut projection = Vec::new();
+    if let Some(a) = adds {
+        projection.push(format!(
+            "{:.1} CPU s per 1,000 ADDs ({}) × {churn_rate:.0} ADDs/s ÷ 1,000 = {:.2} cores for the ADDs",
+            per_1000(a),
+            a.during,
+            per_1000(a) * churn_rate / 1000.0
+        ));
+    }
+    if let Some(c) = cycles {
+        projection.push(format!(
+            "{:.1} CPU s per 1,000 cycles ({}) × {churn_rate:.0}/s ÷ 1,000 = {:.2} cores for the ADDs and the DELs of the pods they replace",
+            per_1000(c),
+            c.during,
+            per_1000(c) * churn_rate / 1000.0
+        ));
+    }
+    if !projection.is_empty() {
+        let _ = writeln!(
+            report,
+            "\nProjection to 5,000 nodes, 150,000 pods and a churn of {churn_rate:.0} pods/s: {}. On this machine, one process for \
+             kube-apiserver and etcd, and at the pool sizes measured here, not 150,000 leases.",
+            projection.join("; ")
+        );
+    }
+    let _ = writeln!(report);
 }
 
 fn max_rss_kb(inv: &Invocation) -> Option<u64> {
@@ -1108,6 +2038,7 @@ fn bench_footprint(ctx: &Ctx, report: &mut String) {
         "| watcher-example: CPU while idle at {n} endpoints | {} |",
         cpu_idle.map_or("n/a".into(), |c| format!("{c:.1} % of a core"))
     );
+    let _ = writeln!(report);
     ctx.delete_pool(wpool);
 }
 
@@ -1147,6 +2078,74 @@ fn svg(series: &Series) -> String {
             writeln!(s, "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", pts.join(" "));
         let _ =
             writeln!(s, "<text x=\"{}\" y=\"{}\" fill=\"{color}\">{name}</text>", w - 145.0, 40.0 + 18.0 * n as f64);
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// A small SVG chart: ADD p99 by pool size, both axes logarithmic (one x
+/// tick per prefix length, y ticks at powers of ten), one line per series
+/// of `points` (series, prefix, p99 ms).
+fn svg_scale(points: &[(&'static str, u8, f64)]) -> String {
+    let (w, h, left, bottom) = (640.0, 360.0, 60.0, 40.0);
+    let plot_right = w - 220.0;
+    let points: Vec<_> = points.iter().filter(|(_, _, p)| p.is_finite() && *p > 0.0).collect();
+    let bits = |prefix: u8| f64::from(32 - prefix);
+    let (lo, hi) = points.iter().fold((f64::MAX, f64::MIN), |(lo, hi), (_, p, _)| (lo.min(bits(*p)), hi.max(bits(*p))));
+    let (lo, hi) = if lo < hi { (lo, hi) } else { (lo - 1.0, lo + 1.0) };
+    let decades = |f: fn(f64) -> f64, init: f64, pick: fn(f64, f64) -> f64| {
+        f(points.iter().map(|(_, _, p)| p.log10()).fold(init, pick))
+    };
+    let (y_lo, y_hi) = (decades(f64::floor, 9.0, f64::min).min(1.0), decades(f64::ceil, 0.0, f64::max).max(2.0));
+    let x = |prefix: u8| left + (plot_right - left) * (bits(prefix) - lo) / (hi - lo);
+    let y = |v: f64| (h - bottom) - (h - bottom - 20.0) * (v.log10() - y_lo) / (y_hi - y_lo);
+    let colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    let _ = writeln!(s, "<text x=\"{left}\" y=\"14\">ADD p99 in ms by pool size and fill (log scales)</text>");
+    let _ = writeln!(
+        s,
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{plot_right}\" y2=\"{}\" stroke=\"black\"/>",
+        h - bottom,
+        h - bottom
+    );
+    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"20\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>", h - bottom);
+    for e in y_lo as i32..=y_hi as i32 {
+        let v = 10f64.powi(e);
+        let _ = writeln!(s, "<text x=\"4\" y=\"{:.0}\">{v:.0}</text>", y(v) + 4.0);
+    }
+    let mut prefixes: Vec<u8> = points.iter().map(|(_, p, _)| *p).collect();
+    prefixes.sort_unstable();
+    prefixes.dedup();
+    for p in prefixes {
+        let _ = writeln!(s, "<text x=\"{:.0}\" y=\"{}\">/{p}</text>", x(p) - 10.0, h - bottom + 16.0);
+    }
+    let mut series: Vec<&str> = Vec::new();
+    for (name, _, _) in &points {
+        if !series.contains(name) {
+            series.push(name);
+        }
+    }
+    for (n, name) in series.iter().enumerate() {
+        let color = colors[n % colors.len()];
+        let mut pts: Vec<(u8, f64)> = points.iter().filter(|(s, _, _)| s == name).map(|(_, p, v)| (*p, *v)).collect();
+        pts.sort_by_key(|p| std::cmp::Reverse(p.0));
+        let line: Vec<String> = pts.iter().map(|(p, v)| format!("{:.1},{:.1}", x(*p), y(*v))).collect();
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            line.join(" ")
+        );
+        for (p, v) in &pts {
+            let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>", x(*p), y(*v));
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" fill=\"{color}\">{name}</text>",
+            plot_right + 10.0,
+            40.0 + 18.0 * n as f64
+        );
     }
     s.push_str("</svg>\n");
     s
