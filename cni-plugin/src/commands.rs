@@ -433,10 +433,10 @@ async fn claim_from_blocks<S: Store>(
     let first_block = block_of(at);
     for _ in 0..BLOCKS_BEFORE_POOL {
         let block = block_of(at);
-        let view = store.list_block(&conf.pool, &block_label_value(at)).await?;
-        let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
+        let taken = store.taken_in_block(&conf.pool, &block_label_value(at)).await?;
+        let used: std::collections::HashSet<IpAddr> = taken.iter().copied().collect();
         let free: Vec<IpAddr> = set.block_candidates(block, at).filter(|ip| !used.contains(ip)).collect();
-        debug!(block = %block_label_value(at), leases = view.entries.len(), free = free.len(), "probes missed: listed one block");
+        debug!(block = %block_label_value(at), leases = taken.len(), free = free.len(), "probes missed: listed one block");
         for ip in free {
             if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
                 info!(%ip, "claimed from the block list");
@@ -1121,8 +1121,8 @@ mod tests {
             async fn list_pool(&self, p: &str) -> Result<PoolView> {
                 self.0.list_pool(p).await
             }
-            async fn list_block(&self, p: &str, b: &str) -> Result<PoolView> {
-                self.0.list_block(p, b).await
+            async fn taken_in_block(&self, p: &str, b: &str) -> Result<Vec<IpAddr>> {
+                self.0.taken_in_block(p, b).await
             }
             async fn wait_for_release(&self, p: &str, rv: &str, t: Duration) -> Result<Release> {
                 self.0.wait_for_release(p, rv, t).await

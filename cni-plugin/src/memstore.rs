@@ -294,16 +294,13 @@ impl Store for MemStore {
         })
     }
 
-    async fn list_block(&self, pool: &str, block: &str) -> Result<PoolView> {
+    async fn taken_in_block(&self, pool: &str, block: &str) -> Result<Vec<IpAddr>> {
         self.count("list_block");
         let st = self.state.lock().unwrap();
         let in_block = |e: &&NetworkEndpoint| {
             e.metadata.labels.as_ref().and_then(|l| l.get(LABEL_BLOCK)).is_some_and(|b| b == block)
         };
-        Ok(PoolView {
-            entries: st.objects.values().filter(|e| e.spec.pool == pool).filter(in_block).map(Self::entry).collect(),
-            resource_version: st.rv.to_string(),
-        })
+        Ok(st.objects.values().filter(|e| e.spec.pool == pool).filter(in_block).map(|e| Self::entry(e).ip).collect())
     }
 
     async fn wait_for_release(&self, _pool: &str, resource_version: &str, timeout: Duration) -> Result<Release> {

@@ -150,10 +150,10 @@ pub trait Store {
     async fn create(&self, ep: &NetworkEndpoint) -> Result<Claim>;
     /// Every lease of `pool` (metadata only).
     async fn list_pool(&self, pool: &str) -> Result<PoolView>;
-    /// The leases of `pool` in the address block labelled `block` (metadata
-    /// only; see `netendpoint_crd::block_label_value`): at most one block's
-    /// worth of objects, whatever the size of the pool.
-    async fn list_block(&self, pool: &str, block: &str) -> Result<PoolView>;
+    /// The addresses leased (live or releasing) in `pool`'s address block
+    /// labelled `block` (see `netendpoint_crd::block_label_value`): at most
+    /// one block's worth, whatever the size of the pool. Names only.
+    async fn taken_in_block(&self, pool: &str, block: &str) -> Result<Vec<IpAddr>>;
     /// Waits until a lease of `pool` disappears after `resource_version`, at most `timeout`.
     async fn wait_for_release(&self, pool: &str, resource_version: &str, timeout: Duration) -> Result<Release>;
     /// Requests deletion of exactly this object (UID precondition). Already gone is success.
@@ -168,6 +168,39 @@ pub trait Store {
     async fn node_names(&self) -> Result<HashSet<String>>;
     /// Records a Kubernetes Event about `regarding`. Best effort: failures are logged.
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
+}
+
+/// The part of a `meta.k8s.io/v1` Table the block list reads: each row's
+/// first cell, which is the object's name.
+#[derive(serde::Deserialize)]
+struct NameTable {
+    #[serde(default)]
+    rows: Vec<NameRow>,
+}
+
+#[derive(serde::Deserialize)]
+struct NameRow {
+    #[serde(default)]
+    cells: Vec<serde_json::Value>,
+}
+
+impl NameRow {
+    fn name(&self) -> Option<&str> {
+        self.cells.first()?.as_str()
+    }
+}
+
+/// Percent-encodes a label selector for a query string (`=`, `,` and the
+/// characters a label value may hold are the only ones it can contain).
+fn percent_encode_query(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(char::from(b)),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 /// [`Store`] over the Kubernetes API.
@@ -254,9 +287,23 @@ impl Store for KubeStore {
         self.list_selected(pool, &format!("{LABEL_POOL}={}", netendpoint_crd::label_value(pool)), "pool").await
     }
 
-    async fn list_block(&self, pool: &str, block: &str) -> Result<PoolView> {
+    async fn taken_in_block(&self, pool: &str, block: &str) -> Result<Vec<IpAddr>> {
+        // A server-side Table without objects: a row is the name and the
+        // printer columns, about a fifth of a lease's metadata (most of which
+        // is managedFields), and the name is all a block list needs.
         let selector = format!("{LABEL_POOL}={},{LABEL_BLOCK}={block}", netendpoint_crd::label_value(pool));
-        self.list_selected(pool, &selector, "block").await
+        let what = || format!("list block {block} of pool {pool}");
+        let path = format!(
+            "/apis/{GROUP}/v1alpha1/networkendpoints?labelSelector={}&includeObject=None",
+            percent_encode_query(&selector)
+        );
+        let req = http::Request::get(&path)
+            .header(http::header::ACCEPT, "application/json;as=Table;v=v1;g=meta.k8s.io")
+            .body(Vec::new())
+            .map_err(|e| Error::Decode { what: "block list request", reason: e.to_string() })?;
+        let table: NameTable =
+            self.api.clone().into_client().request(req).await.map_err(|e| Error::from_kube(what(), e))?;
+        Ok(table.rows.iter().filter_map(|r| netendpoint_crd::parse_endpoint_name(pool, r.name()?)).collect())
     }
 
     async fn wait_for_release(&self, pool: &str, resource_version: &str, timeout: Duration) -> Result<Release> {

@@ -165,3 +165,36 @@ async fn a_full_pool_waits_for_the_release_that_is_about_to_start() {
     assert!(out["msg"].as_str().unwrap().contains("exhausted"), "{out}");
     h::cleanup_pool(&pool).await;
 }
+
+/// ADD in a range set of more than one block, whose first blocks are taken:
+/// the probes miss, and the plugin then reads the blocks by label as a
+/// server-side Table of names, never the pool. The log records how many
+/// leases each block list saw, which is only right if the names parsed.
+#[tokio::test]
+async fn missed_probes_read_blocks_of_names_not_the_pool() {
+    let pool = h::unique("blocks");
+    let tmp = h::TempDir::new("blocks");
+    let log = tmp.join("plugin.log");
+    // 10.83.0.0/25: usable .2 – .126 (.1 is the gateway), blocks .0/26 and .64/26.
+    let c = conf(
+        &pool,
+        json!([[{"subnet": "10.83.0.0/25"}]]),
+        json!({"dataDir": tmp.join("data"), "log": {"level": "debug", "file": log}}),
+    );
+    let api = h::endpoints().await;
+    for i in 2..=80 {
+        let ep = h::lease(&pool, &format!("10.83.0.{i}"), &format!("fill-{i}"), "node-a", &[]);
+        api.create(&Default::default(), &ep).await.unwrap();
+    }
+
+    let (ok, r, e) = invoke("ADD", &c, &env("after-the-fill"));
+    assert!(ok, "{e}");
+    assert_eq!(ip_of(&r).to_string(), "10.83.0.81", "the first free address in candidate order");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let lists: Vec<&str> = log.lines().filter(|l| l.contains("listed one block")).collect();
+    assert_eq!(lists.len(), 2, "one list per block, two blocks: {log}");
+    assert!(lists[0].contains("leases=62") && lists[0].contains("free=0"), "block .0/26 holds .2–.63: {}", lists[0]);
+    assert!(lists[1].contains("leases=17"), "block .64/26 holds .64–.80: {}", lists[1]);
+    assert!(!log.contains("from the pool list") && log.contains("claimed from the block list"), "{log}");
+    h::cleanup_pool(&pool).await;
+}
