@@ -25,12 +25,26 @@ use tracing::{debug, info, warn};
 use crate::allocator::{BLOCK_SIZE, RangeSet, block_of};
 use crate::config::IpamConfig;
 use crate::error::{Error, Exhaustion, Result};
-use crate::local::LocalState;
+use crate::local::{LocalState, Record};
 use crate::protocol::{AttachmentKey, IpConfig, IpamResult, PodIdentity};
 use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
 
-/// Candidates tried by create alone before ADD lists the pool.
+/// Candidates tried by create alone before ADD lists, in a range set of at
+/// most [`LARGE_SET`] addresses.
 pub const PROBES_BEFORE_LIST: usize = 6;
+/// Candidates tried by create alone before ADD lists, in a larger set.
+pub const PROBES_BEFORE_LIST_LARGE: usize = 16;
+/// Above this many addresses a range set probes more before it lists: the
+/// API server answers any label-selected list by scanning every
+/// NetworkEndpoint in its cache, and a cluster with pools this large holds
+/// so many that one list costs the server as much CPU as dozens of
+/// refused creates (see docs/design.md).
+pub const LARGE_SET: u128 = 4096;
+
+/// How many candidates ADD tries by create alone in `set` before it lists.
+pub fn probes_before_list(set: &RangeSet) -> usize {
+    if set.capacity() > LARGE_SET { PROBES_BEFORE_LIST_LARGE } else { PROBES_BEFORE_LIST }
+}
 
 /// Who is asking: the attachment, its node and its Pod.
 #[derive(Debug, Clone)]
@@ -69,6 +83,7 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
         conf.range_sets.iter().any(|set| !existing.iter().any(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))));
     if missing {
         verify_node(store, who, local).await?;
+        local.mark_pending(&who.key.container_id, &who.key.if_name);
     }
 
     let mut claimed = Claimed::default();
@@ -390,7 +405,7 @@ async fn try_claim<S: Store>(
     }
 }
 
-/// Phase 1: creates at up to [`PROBES_BEFORE_LIST`] candidates after the cursor.
+/// Phase 1: creates at up to [`probes_before_list`] candidates after the cursor.
 async fn probe<S: Store>(
     store: &S,
     conf: &IpamConfig,
@@ -399,7 +414,7 @@ async fn probe<S: Store>(
     cursor: Option<IpAddr>,
     claimed: &mut Claimed,
 ) -> Result<Option<NetworkEndpoint>> {
-    for ip in set.candidates(cursor).take(PROBES_BEFORE_LIST) {
+    for ip in set.candidates(cursor).take(probes_before_list(set)) {
         if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
             info!(%ip, "claimed");
             return Ok(Some(ep));
@@ -429,7 +444,7 @@ async fn claim_from_blocks<S: Store>(
     if set.capacity() <= BLOCK_SIZE {
         return Ok(None);
     }
-    let Some(mut at) = set.candidates(cursor).take(PROBES_BEFORE_LIST).last() else { return Ok(None) };
+    let Some(mut at) = set.candidates(cursor).take(probes_before_list(set)).last() else { return Ok(None) };
     let first_block = block_of(at);
     for _ in 0..BLOCKS_BEFORE_POOL {
         let block = block_of(at);
@@ -670,7 +685,23 @@ fn exhaustion(conf: &IpamConfig, set: &RangeSet, view: &PoolView, waited: Durati
 /// returns without waiting for finalizers. Leases of other sandboxes, even
 /// with the same IP, are never touched. Missing leases are success.
 pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<()> {
+    let record = local.record_of(&who.key.container_id, &who.key.if_name);
     local.forget(&who.key.container_id, &who.key.if_name);
+    // A complete record names every lease of the attachment: delete them by
+    // name and UID, one call each, with no list (a list by container ID
+    // makes the API server scan every NetworkEndpoint in the cluster).
+    if let Record::Complete(leases) = record
+        && !leases.is_empty()
+    {
+        let mut errors = Vec::new();
+        for (name, uid) in &leases {
+            match store.delete_named(name, uid).await {
+                Ok(()) => info!(lease = %name, "release requested"),
+                Err(e) => errors.push(e),
+            }
+        }
+        return Error::collect(errors);
+    }
     let eps = match store.find_by_container(&who.key.container_id).await {
         Ok(eps) => eps,
         // A 404 on the collection may mean the CRD is gone, or a proxy or a
@@ -852,13 +883,15 @@ mod tests {
         let local = LocalState::none();
         let start = set.spread_start("n1");
         // The probed candidates, and a few after them, are taken.
-        for ip in set.candidates(start).take(PROBES_BEFORE_LIST + 3) {
+        let probes = probes_before_list(set);
+        assert_eq!(probes, PROBES_BEFORE_LIST_LARGE);
+        for ip in set.candidates(start).take(probes + 3) {
             store.insert(lease_object(&c, &who("other"), set, ip));
         }
         let r = add(&store, &c, &who("c1"), &local).await.unwrap();
         assert!(set.is_usable(r.ips[0].address.addr()));
         assert_eq!((store.calls("list_block"), store.calls("list_pool")), (1, 0));
-        assert_eq!(store.calls("create"), PROBES_BEFORE_LIST + 1, "the block list shows what is free");
+        assert_eq!(store.calls("create"), probes + 1, "the block list shows what is free");
     }
 
     #[tokio::test(start_paused = true)]
@@ -1076,6 +1109,46 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn del_of_a_recorded_attachment_deletes_by_name_without_a_list() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("del-record");
+        let c = conf("10.0.0.0/29", json!({}));
+        add(&store, &c, &who("c1"), &local).await.unwrap();
+        assert!(matches!(local.record_of("c1", "eth0"), Record::Complete(ref l) if l.len() == 1));
+        del(&store, &c, &who("c1"), &local).await.unwrap();
+        assert_eq!((store.calls("list_container"), store.calls("delete")), (0, 1));
+        assert!(store.objects().is_empty());
+        // The record is gone: a repeated DEL lists and finds nothing.
+        del(&store, &c, &who("c1"), &local).await.unwrap();
+        assert_eq!(store.calls("list_container"), 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// An ADD marks the record pending before it creates, so one that dies
+    /// between its create and its record leaves no complete record, and DEL
+    /// then lists: the unrecorded lease is released too.
+    #[tokio::test(start_paused = true)]
+    async fn del_after_an_add_that_died_before_its_record_lists_and_releases() {
+        let store = MemStore::new(T0, &["n1"]);
+        let (local, dir) = scratch("del-pending");
+        let c = conf("10.0.0.0/29", json!({}));
+        add(&store, &c, &who("c1"), &local).await.unwrap();
+        // The lease is lost; a repeated ADD must claim again, and fails.
+        let first = store.objects()[0].metadata.name.clone().unwrap();
+        store.release(&first);
+        store.lose_creates(1);
+        add(&store, &c, &who("c1"), &local).await.unwrap_err();
+        assert_eq!(local.record_of("c1", "eth0"), Record::Unknown, "pending from before the create");
+        // Had that ADD died after its create, its lease would exist:
+        store.insert(lease_object(&c, &who("c1"), &c.range_sets[0], "10.0.0.5".parse().unwrap()));
+        let lists = store.calls("list_container");
+        del(&store, &c, &who("c1"), &local).await.unwrap();
+        assert_eq!(store.calls("list_container"), lists + 1);
+        assert!(store.objects().is_empty(), "the unrecorded lease is released");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn del_decides_crd_missing_from_discovery_only() {
         let store = MemStore::new(T0, &["n1"]);
         let c = conf("10.0.0.0/29", json!({}));
@@ -1132,6 +1205,9 @@ mod tests {
             }
             async fn delete_entry(&self, e: &PoolEntry) -> Result<()> {
                 self.0.delete_entry(e).await
+            }
+            async fn delete_named(&self, n: &str, u: &str) -> Result<()> {
+                self.0.delete_named(n, u).await
             }
             async fn force_release(&self, e: &PoolEntry) -> Result<bool> {
                 self.0.force_release(e).await

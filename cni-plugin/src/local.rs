@@ -55,6 +55,16 @@ pub struct StatusState {
     pub failing_since: Option<i64>,
 }
 
+/// What a node's record says about an attachment's leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// No record, a pending one (an ADD may have created leases it did not
+    /// record) or one that cannot be read: only a list can tell.
+    Unknown,
+    /// The (name, UID) of every lease the attachment holds in this pool.
+    Complete(Vec<(String, String)>),
+}
+
 /// Node-local state of one pool. See the module docs for the files.
 #[derive(Debug, Clone)]
 pub struct LocalState {
@@ -97,12 +107,32 @@ impl LocalState {
         }
     }
 
-    /// The (name, UID) of the leases recorded for an attachment by an earlier ADD on this node.
+    /// The (name, UID) of the leases recorded for an attachment by an earlier
+    /// ADD on this node; empty when there is no complete record.
     pub fn recorded(&self, container_id: &str, if_name: &str) -> Vec<(String, String)> {
+        match self.record_of(container_id, if_name) {
+            Record::Complete(leases) => leases,
+            Record::Unknown => Vec::new(),
+        }
+    }
+
+    /// What this node knows of an attachment's leases. An ADD marks its
+    /// record pending before its first create and completes it after its
+    /// last, so a complete record names every lease the attachment holds in
+    /// this pool, unless two writes in a row failed (each is logged at warn).
+    pub fn record_of(&self, container_id: &str, if_name: &str) -> Record {
         self.record_path(container_id, if_name)
             .and_then(|p| std::fs::read(p).ok())
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+            .and_then(|b| serde_json::from_slice::<Vec<(String, String)>>(&b).ok())
+            .map_or(Record::Unknown, Record::Complete)
+    }
+
+    /// Marks an attachment's record pending (an ADD is about to create
+    /// leases for it): until [`LocalState::record`] completes it, DEL finds
+    /// the attachment's leases by listing, not from the record.
+    pub fn mark_pending(&self, container_id: &str, if_name: &str) {
+        let Some(path) = self.record_path(container_id, if_name) else { return };
+        self.write(&path, b"\"pending\"", "the attachment's pending record");
     }
 
     /// Records the leases of an attachment. Without a record a repeated ADD

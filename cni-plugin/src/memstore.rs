@@ -333,6 +333,13 @@ impl Store for MemStore {
         Ok(())
     }
 
+    async fn delete_named(&self, name: &str, uid: &str) -> Result<()> {
+        self.count("delete");
+        let mut st = self.state.lock().unwrap();
+        self.delete_locked(&mut st, name, Some(uid));
+        Ok(())
+    }
+
     async fn force_release(&self, entry: &PoolEntry) -> Result<bool> {
         self.count("force_release");
         let mut st = self.state.lock().unwrap();

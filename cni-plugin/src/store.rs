@@ -160,6 +160,9 @@ pub trait Store {
     async fn delete(&self, ep: &NetworkEndpoint) -> Result<()>;
     /// Requests deletion of the lease `entry` (UID precondition). Already gone is success.
     async fn delete_entry(&self, entry: &PoolEntry) -> Result<()>;
+    /// Requests deletion of the lease `name` whose UID is `uid` (UID
+    /// precondition). Already gone, or the name held by a newer lease, is success.
+    async fn delete_named(&self, name: &str, uid: &str) -> Result<()>;
     /// Removes every finalizer of the releasing lease `entry`, only if it is
     /// unchanged since it was listed (resourceVersion precondition). Returns
     /// false when another writer got there first.
@@ -346,6 +349,10 @@ impl Store for KubeStore {
 
     async fn delete_entry(&self, entry: &PoolEntry) -> Result<()> {
         self.delete_uid(&entry.name, Some(entry.uid.clone())).await
+    }
+
+    async fn delete_named(&self, name: &str, uid: &str) -> Result<()> {
+        self.delete_uid(name, Some(uid.to_string())).await
     }
 
     async fn force_release(&self, entry: &PoolEntry) -> Result<bool> {

@@ -1497,7 +1497,7 @@ fn bench_at_once_large(
         report,
         "After the fill to 90 % above, the same {} node names as in the /24 case (each with its own `dataDir`, so each starts at its own \
          hashed point) run {n} ADDs at concurrency {concurrency}, round-robin over the nodes, one process per ADD; nothing is deleted, so the fill rises a little. \
-         Counted as for the /24, whose row is repeated here. An ADD whose 6 probes miss lists one block ({} addresses) by its label; \
+         Counted as for the /24, whose row is repeated here. An ADD whose 16 probes miss (6 in the /24: more in a set above 4,096 addresses) lists one block ({} addresses) by its label; \
          the watch cache has no index for that selector, so each LIST looks at every NetworkEndpoint on the server.\n",
         nodes.len(),
         block_addresses()
@@ -1541,8 +1541,8 @@ struct Churn {
     nodes: usize,
     add: Stats,
     del: Stats,
-    /// DEL invocations run (each makes exactly one NetworkEndpoint LIST, by container ID).
-    dels: usize,
+    /// DELs of the fill's leases, which the node has no record of: each makes one LIST, by container ID.
+    listing_dels: usize,
     server: ServerCounts,
     cpu_s: Option<f64>,
     wall_s: f64,
@@ -1566,7 +1566,7 @@ fn churn(
     let del_lat = Mutex::new(Vec::new());
     let add_fails = Mutex::new(Vec::new());
     let del_fails = Mutex::new(Vec::new());
-    let dels = AtomicUsize::new(0);
+    let listing_dels = AtomicUsize::new(0);
     let before = ctx.metrics();
     let cpu0 = ctx.apiserver_cpu_s();
     let wall = Instant::now();
@@ -1574,23 +1574,37 @@ fn churn(
     std::thread::scope(|s| {
         for (((k, node), conf), mut mine) in nodes.iter().enumerate().zip(confs).zip(victims) {
             let mine_cycles = cycles / nodes.len() + usize::from(k < cycles % nodes.len());
-            let (add_lat, del_lat, add_fails, del_fails, dels) = (&add_lat, &del_lat, &add_fails, &del_fails, &dels);
+            let (add_lat, del_lat, add_fails, del_fails, listing_dels) =
+                (&add_lat, &del_lat, &add_fails, &del_fails, &listing_dels);
             s.spawn(move || {
+                // The pod this node's previous cycle created, which the node's
+                // plugin recorded; the first cycle deletes one of the fill's.
+                let mut last_added: Option<String> = None;
                 for j in 0..mine_cycles {
                     if cap.is_some_and(|c| started.elapsed() > c) {
                         break;
                     }
-                    let Some(old) = mine.pop() else {
-                        eprintln!("churn: node {node} has no lease left to delete after {j} cycles");
-                        break;
+                    let old = match last_added.take() {
+                        Some(own) => own,
+                        None => {
+                            let Some(fill) = mine.pop() else {
+                                eprintln!("churn: node {node} has no lease left to delete after {j} cycles");
+                                break;
+                            };
+                            listing_dels.fetch_add(1, Ordering::SeqCst);
+                            fill
+                        }
                     };
-                    dels.fetch_add(1, Ordering::SeqCst);
                     match run_one(&ctx.del(conf, &old)) {
                         (true, took, _) => del_lat.lock().unwrap().push(took),
                         (false, _, out) => del_fails.lock().unwrap().push(out),
                     }
-                    match run_one(&ctx.add(conf, &format!("churn-{k}-{j}"))) {
-                        (true, took, _) => add_lat.lock().unwrap().push(took),
+                    let container = format!("churn-{k}-{j}");
+                    match run_one(&ctx.add(conf, &container)) {
+                        (true, took, _) => {
+                            add_lat.lock().unwrap().push(took);
+                            last_added = Some(container);
+                        }
                         (false, _, out) => add_fails.lock().unwrap().push(out),
                     }
                 }
@@ -1612,28 +1626,37 @@ fn churn(
         nodes: nodes.len(),
         add,
         del,
-        dels: dels.load(Ordering::SeqCst),
+        listing_dels: listing_dels.load(Ordering::SeqCst),
         server: ServerCounts::between(&before, &after),
         cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
         wall_s: wall.as_secs_f64(),
     }
 }
 
+/// The plugin's probes before a list in a pool written `/N` (IPv4): 6, or 16
+/// above 4,096 usable addresses (`netendpoint_cni::commands::probes_before_list`).
+fn probes_before_list(pool: &str) -> usize {
+    let prefix: u32 = pool.trim_start_matches('/').parse().unwrap_or(24);
+    let usable = (1u128 << (32 - prefix.min(30))) - 3;
+    if usable > 4096 { 16 } else { 6 }
+}
+
 fn report_churn(ctx: &Ctx, report: &mut String, pool: &str, fill: &str, r: &Churn) {
     let c = &r.server;
-    let dels = r.dels as f64;
+    let dels = r.listing_dels as f64;
     let add_lists = c.lists - dels;
     let adds = r.add.n.max(1) as f64;
     let _ = writeln!(report, "## Churn: delete and recreate in the {pool} at 90 %\n");
     let _ = writeln!(
         report,
         "{} cycles{} in the {pool} at {fill}, spread over {} of the node names, one worker per node, all at once ({:.0} s). Each cycle DELs \
-         one lease of its node through the plugin (with that lease's container ID; the leases are the fill's, at random addresses) \
-         and then ADDs a new one on the same node, so the fill stays where it is. Counted at the server: an ADD lists (one block, or \
-         the pool) only when its 6 probes miss, and a DEL makes exactly one LIST (by container ID), so the LISTs by ADDs are all \
-         NetworkEndpoint LISTs less one per DEL, and the objects they returned are all returned less one per DEL. Objects scanned \
-         per LIST covers both kinds: the watch cache has no index for either selector, so each LIST looks at every NetworkEndpoint \
-         on the server. Response bytes and CPU are per cycle (one DEL and one ADD).\n",
+         through the plugin the pod its node's previous cycle ADDed (the first cycle of each node: a lease of the fill, at a random \
+         address) and then ADDs a new one on the same node, so the fill stays where it is. Counted at the server: an ADD lists (one \
+         block, or the pool) only when its {} probes miss; a DEL deletes by name from its node's record of the attachment, and lists \
+         (by container ID) only without one, which is the case for the fill's leases only ({} DELs), so the LISTs by ADDs are all \
+         NetworkEndpoint LISTs less one per such DEL, and the objects they returned likewise. Objects scanned per LIST covers both \
+         kinds: the watch cache has no index for either selector, so each LIST looks at every NetworkEndpoint on the server. \
+         Response bytes and CPU are per cycle (one DEL and one ADD).\n",
         r.cycles,
         match r.cap {
             Some(c) if r.cycles < r.planned => {
@@ -1643,7 +1666,9 @@ fn report_churn(ctx: &Ctx, report: &mut String, pool: &str, fill: &str, r: &Chur
             None => String::new(),
         },
         r.nodes,
-        r.wall_s
+        r.wall_s,
+        probes_before_list(pool),
+        r.listing_dels
     );
     let _ = writeln!(
         report,
