@@ -389,7 +389,7 @@ pub fn event_object(regarding: ObjectReference, reason: &str, note: String, warn
 
 /// `test resourceVersion`, `test uid`, `remove finalizers`: drops every
 /// finalizer of exactly the object `entry` listed, or changes nothing.
-fn force_release_patch(entry: &PoolEntry) -> json_patch::Patch {
+pub fn force_release_patch(entry: &PoolEntry) -> json_patch::Patch {
     let test = |field: &str, value: &str| {
         PatchOperation::Test(TestOperation { path: PointerBuf::from_tokens(["metadata", field]), value: value.into() })
     };
