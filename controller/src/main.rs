@@ -9,6 +9,7 @@ async fn main() -> std::process::ExitCode {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_target(false)
         .with_ansi(false)
+        .with_writer(std::io::stderr)
         .init();
     let opts = netendpoint_controller::Options::parse();
     match netendpoint_controller::run(opts).await {
