@@ -28,14 +28,19 @@ struct Ctl {
 
 impl Ctl {
     fn start(identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
+        Self::start_as(&kubeconfig(), identity, lease, pools, extra)
+    }
+
+    fn start_as(kc: &std::path::Path, identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = std::env::temp_dir().join(format!("{identity}.log"));
         let selector =
             format!("{LABEL_POOL} in ({})", pools.iter().map(|p| label_value(p)).collect::<Vec<_>>().join(","));
         let child = Command::new(built_bin("NETENDPOINT_CONTROLLER", "netendpoint-controller"))
             .arg("--kubeconfig")
-            .arg(kubeconfig())
-            .args(["--identity", identity, "--lease-name", lease, "--lease-namespace", "default"])
+            .arg(kc)
+            .args(["--identity", identity, "--lease-name", lease])
+            .args(if extra.contains(&"--lease-namespace") { &[][..] } else { &["--lease-namespace", "default"][..] })
             .args(["--lease-seconds", "3", "--lease-grace-seconds", "1"])
             .args(if extra.contains(&"--net-conf") { &[][..] } else { &["--net-conf", ""][..] })
             .args(["--selector", &selector, "--listen", &format!("127.0.0.1:{port}")])
@@ -422,5 +427,36 @@ async fn metrics_match_a_pool_prepared_in_a_known_state() {
     assert!(ctl.metric(&series("pool_oldest_release_age_seconds")).is_some());
     println!("capacity of the /28: {capacity}");
     let _ = cms.delete(&cm_name, &DeleteParams::default()).await;
+    cleanup_pool(&pool).await;
+}
+
+/// The deployed ServiceAccount's rights are enough for the controller's whole job.
+#[tokio::test]
+async fn the_controller_works_as_its_deployed_service_account() {
+    apply_deploy();
+    let dir = TempDir::new("ctl-sa");
+    let kc = dir.join("kubeconfig");
+    sa_kubeconfig(DEPLOY_NAMESPACE, "netendpoint-controller", &kc, None);
+    let pool = unique("ctl-sa");
+    let gone = unique("gone-sa");
+    let orphan = create(lease(&pool, "10.83.0.1", "c1", &gone, &[])).await.metadata.name.unwrap();
+    let ctl = Ctl::start_as(
+        &kc,
+        &unique("ctl-sa"),
+        &unique("ctl-sa"),
+        &[&pool],
+        &[
+            "--lease-namespace",
+            DEPLOY_NAMESPACE,
+            "--net-conf",
+            "netendpoint-system/netendpoint-net-conf",
+            "--vanished-node-grace",
+            "1s",
+        ],
+    );
+    ctl.wait_leader().await;
+    wait_for("the reclaim as the ServiceAccount", Duration::from_secs(60), || async { !exists(&orphan).await }).await;
+    assert_eq!(events_about(&orphan, netendpoint_controller::REASON_NODE_VANISHED).await.len(), 1, "{}", ctl.log());
+    assert!(!ctl.log().contains("forbidden"), "{}", ctl.log());
     cleanup_pool(&pool).await;
 }
