@@ -23,7 +23,7 @@ use netendpoint_crd::{
 use tracing::{debug, info, warn};
 
 use crate::allocator::{BLOCK_SIZE, RangeSet, block_of};
-use crate::config::IpamConfig;
+use crate::config::{CrossNode, IpamConfig};
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::{LocalState, Record};
 use crate::protocol::{AttachmentKey, IpConfig, IpamResult, PodIdentity};
@@ -335,8 +335,11 @@ async fn claim_one<S: Store>(
         let releases = Releases::of(&in_set, store.server_now(), conf.force_release_after);
 
         // Bounded release: only when no younger release can serve this ADD
-        // within its wait (or the wait is over).
-        if let Some(victim) = releases.oldest_stuck()
+        // within its wait (or the wait is over). With `crossNode: controller`
+        // the controller forces and reclaims, once told that an IP is needed.
+        let by_plugin = conf.cross_node == CrossNode::Plugin;
+        if by_plugin
+            && let Some(victim) = releases.oldest_stuck()
             && (releases.young.is_empty() || deadline.passed())
             && rounds <= MAX_ROUNDS
         {
@@ -346,7 +349,7 @@ async fn claim_one<S: Store>(
             continue;
         }
 
-        if !checked_vanished {
+        if by_plugin && !checked_vanished {
             checked_vanished = true;
             if reclaim_vanished(store, conf, who, local, &in_set).await? > 0 {
                 continue;
@@ -366,9 +369,15 @@ async fn claim_one<S: Store>(
                 "pool full: waiting for a release to begin and finish"
             );
             logged_wait = true;
+            if !by_plugin {
+                store.record_need(&conf.pool, need_regarding(who), deadline.remaining()).await;
+            }
         }
+        // The controller's forced release shows up as a deletion; without it
+        // there is nothing to wake up for before the deadline.
+        let next_stuck = if by_plugin { releases.next_stuck_in() } else { None };
         // Wake up in time to force a stuck release once the young ones had their chance.
-        let wait = releases.next_stuck_in().map_or(deadline.remaining(), |d| d.min(deadline.remaining()));
+        let wait = next_stuck.map_or(deadline.remaining(), |d| d.min(deadline.remaining()));
         match store.wait_for_release(&conf.pool, &view.resource_version, wait).await? {
             Release::Freed(ip) if set.is_usable(ip) => {
                 if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
@@ -660,6 +669,20 @@ fn pod_ref(pod: &PodIdentity) -> ObjectReference {
         name: Some(pod.name.clone()),
         uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
         ..ObjectReference::default()
+    }
+}
+
+/// What an `IPNeeded` Event is about: the Pod that waits, when the runtime
+/// named it, else the node the ADD runs on.
+fn need_regarding(who: &Attachment) -> ObjectReference {
+    match &who.pod {
+        Some(pod) => pod_ref(pod),
+        None => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(who.node.clone()),
+            ..ObjectReference::default()
+        },
     }
 }
 
@@ -997,6 +1020,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn with_cross_node_controller_an_add_never_forces_or_reclaims_and_signals_its_need_once() {
+        let store = MemStore::new(T0, &["n1"]);
+        let holder = conf("10.0.0.0/29", json!({"forceReleaseAfter": "1s", "finalizers": [FIN]}));
+        let names = fill(&store, &holder, "gone");
+        store.release(&names[0]);
+        tokio::time::advance(Duration::from_secs(600)).await;
+        let c =
+            conf("10.0.0.0/29", json!({"crossNode": "controller", "waitForRelease": "5s", "vanishedNodeGrace": "1s"}));
+        // A second ADD lets an earlier sighting of the absent node ripen, as in plugin mode.
+        let (local, dir) = scratch("cross-node");
+        for cid in ["a", "b"] {
+            let e = add(&store, &c, &who(cid), &local).await.unwrap_err();
+            assert_eq!(e.code(), 100, "{e}");
+            tokio::time::advance(Duration::from_secs(5)).await;
+        }
+        assert_eq!(store.object(&names[0]).unwrap().metadata.finalizers.unwrap(), [FIN], "stuck release not forced");
+        assert!(store.object(&names[1]).unwrap().metadata.deletion_timestamp.is_none(), "vanished node's lease kept");
+        let needs: Vec<_> = store.events().into_iter().filter(|(r, _)| r == "Pod/IPNeeded").collect();
+        assert_eq!(needs.len(), 2, "one need per waiting ADD: {needs:?}");
+        assert!(needs.iter().all(|(_, pool)| pool == &c.pool));
+        assert!(store.events().iter().all(|(r, _)| !r.ends_with("ForcedRelease")));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_full_pool_waits_for_a_release_that_has_not_begun_yet() {
         let store = std::sync::Arc::new(MemStore::new(T0, &["n1"]));
         let c = conf("10.0.0.0/29", json!({"waitForRelease": "5s"}));
@@ -1217,6 +1265,9 @@ mod tests {
             }
             async fn record_event(&self, r: ObjectReference, reason: &str, note: String, w: bool) {
                 self.0.record_event(r, reason, note, w).await
+            }
+            async fn record_need(&self, p: &str, r: ObjectReference, w: Duration) {
+                self.0.record_need(p, r, w).await
             }
         }
         del(&Lying(store), c, &who("c1"), &LocalState::none()).await

@@ -81,6 +81,22 @@ pub struct IpamConfig {
     pub log: LogConfig,
     /// Directory of the per-node round-robin cursor.
     pub data_dir: PathBuf,
+    /// Who performs the actions that touch other nodes' leases (`ipam.crossNode`).
+    pub cross_node: CrossNode,
+}
+
+/// `ipam.crossNode`: which component releases leases the ADD's node does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrossNode {
+    /// `"plugin"` (the default): an ADD in a full pool forces stuck releases
+    /// and reclaims leases of vanished nodes itself.
+    #[default]
+    Plugin,
+    /// `"controller"`: the plugin never deletes or patches another node's
+    /// lease and never forces a release. An ADD that waits in a full pool
+    /// records one `IPNeeded` Event naming the pool, and
+    /// `netendpoint-controller` forces the oldest eligible release.
+    Controller,
 }
 
 /// `ipam.log`.
@@ -120,6 +136,7 @@ struct RawIpam {
     #[serde(default)]
     log: LogConfig,
     data_dir: Option<PathBuf>,
+    cross_node: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -237,6 +254,13 @@ impl IpamConfig {
             },
             other => other,
         })?;
+        let cross_node = match raw.cross_node.as_deref() {
+            None | Some("plugin") => CrossNode::Plugin,
+            Some("controller") => CrossNode::Controller,
+            Some(other) => {
+                return Err(Error::config("ipam.crossNode", &format!("{other:?} is not \"plugin\" or \"controller\"")));
+            }
+        };
         Ok(Self {
             pool,
             network: network.to_string(),
@@ -263,6 +287,7 @@ impl IpamConfig {
             gc_grace: bounded("ipam.gcGrace", raw.gc_grace.as_deref(), DEFAULT_GC_GRACE, MAX_BOUND)?,
             log: raw.log,
             data_dir: raw.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
+            cross_node,
         })
     }
 }
@@ -391,6 +416,9 @@ mod tests {
         assert_eq!(c.wait_for_release, Duration::from_secs(2));
         assert_eq!(c.force_release_after, Duration::from_secs(5400));
         assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.cross_node, CrossNode::Plugin);
+        let c = parse(json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "crossNode": "controller"})).unwrap();
+        assert_eq!(c.cross_node, CrossNode::Controller);
     }
 
     #[test]
@@ -443,6 +471,7 @@ mod tests {
                 "nowhere",
             ),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "log": {"level": "loud"}}), "ipam.log.level", "loud"),
+            (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "crossNode": "nobody"}), "ipam.crossNode", "nobody"),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "frobnicate": 1}), "ipam", "frobnicate"),
             (json!({"ranges": [[{"subnet": "10.0.0.0/24", "gatway": "10.0.0.1"}]]}), "ipam", "gatway"),
             (json!({"ranges": [[{"subnet": "10.0.0.0/30"}]], "exclude": ["10.0.0.2"]}), "ipam.ranges[0]", "no usable"),

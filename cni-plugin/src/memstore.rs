@@ -363,4 +363,13 @@ impl Store for MemStore {
         let kind = regarding.kind.unwrap_or_default();
         self.state.lock().unwrap().events.push((format!("{kind}/{reason}"), note));
     }
+
+    async fn record_need(&self, pool: &str, regarding: ObjectReference, _wait: std::time::Duration) {
+        let kind = regarding.kind.unwrap_or_default();
+        self.state
+            .lock()
+            .unwrap()
+            .events
+            .push((format!("{kind}/{}", netendpoint_crd::REASON_IP_NEEDED), pool.to_string()));
+    }
 }

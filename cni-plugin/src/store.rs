@@ -171,6 +171,9 @@ pub trait Store {
     async fn node_names(&self) -> Result<HashSet<String>>;
     /// Records a Kubernetes Event about `regarding`. Best effort: failures are logged.
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
+    /// Records that an ADD waits for an IP of `pool` for up to `wait` (see
+    /// [`need_event`]). Best effort: failures are logged.
+    async fn record_need(&self, pool: &str, regarding: ObjectReference, wait: Duration);
 }
 
 /// The part of a `meta.k8s.io/v1` Table the block list reads: each row's
@@ -379,6 +382,35 @@ impl Store for KubeStore {
             warn!(reason, error = %e, "cannot record event");
         }
     }
+
+    async fn record_need(&self, pool: &str, regarding: ObjectReference, wait: Duration) {
+        let event = need_event(pool, regarding, wait, Timestamp::now());
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
+        let events: Api<Event> = Api::namespaced(self.api.clone().into_client(), &namespace);
+        if let Err(e) = events.create(&PostParams::default(), &event).await {
+            warn!(pool, error = %e, "cannot record that an IP is needed");
+        }
+    }
+}
+
+/// The `IPNeeded` Event of an ADD that waits up to `wait` for an IP of
+/// `pool`: an [`event_object`] about `regarding` (the Pod when the runtime
+/// named it, else the Node), labelled with the pool's label value and
+/// annotated with its exact name and the wait. The controller watches these
+/// by reason; only ADDs that find their pool full write one, so the common
+/// path pays nothing.
+pub fn need_event(pool: &str, regarding: ObjectReference, wait: Duration, now: Timestamp) -> Event {
+    let note = format!("an ADD waits up to {} for an IP of pool {pool}", netendpoint_crd::duration::format(wait));
+    let mut ev = event_object(regarding, netendpoint_crd::REASON_IP_NEEDED, note, false, now);
+    ev.metadata.labels = Some([(LABEL_POOL.to_string(), netendpoint_crd::label_value(pool))].into());
+    ev.metadata.annotations = Some(
+        [
+            (netendpoint_crd::ANNOTATION_NEEDED_POOL.to_string(), pool.to_string()),
+            (netendpoint_crd::ANNOTATION_NEEDED_FOR.to_string(), netendpoint_crd::duration::format(wait)),
+        ]
+        .into(),
+    );
+    ev
 }
 
 /// The controller named in the plugin's Events (`reportingController`, and
@@ -411,7 +443,7 @@ pub fn event_object(regarding: ObjectReference, reason: &str, note: String, warn
 
 /// `test resourceVersion`, `test uid`, `remove finalizers`: drops every
 /// finalizer of exactly the object `entry` listed, or changes nothing.
-fn force_release_patch(entry: &PoolEntry) -> json_patch::Patch {
+pub fn force_release_patch(entry: &PoolEntry) -> json_patch::Patch {
     let test = |field: &str, value: &str| {
         PatchOperation::Test(TestOperation { path: PointerBuf::from_tokens(["metadata", field]), value: value.into() })
     };

@@ -50,6 +50,16 @@ pub const FIELD_NODE: &str = "spec.node";
 pub const REASON_FORCED_RELEASE: &str = "ForcedRelease";
 /// Event reason recorded on a Pod whose ADD failed for lack of IPs.
 pub const REASON_POOL_EXHAUSTED: &str = "PoolExhausted";
+/// Event reason of the "an IP is needed" signal: an ADD with
+/// `ipam.crossNode: controller` found its pool full and waits for a release.
+/// The controller may then force the oldest release that outlived its bound.
+pub const REASON_IP_NEEDED: &str = "IPNeeded";
+/// Annotation of an [`REASON_IP_NEEDED`] Event: the pool that needs an IP
+/// (exact name; the [`LABEL_POOL`] label carries its label value).
+pub const ANNOTATION_NEEDED_POOL: &str = "netendpoint.dev/pool";
+/// Annotation of an [`REASON_IP_NEEDED`] Event: how long the ADD waits from
+/// the Event's creation (`waitForRelease` left, e.g. `9500ms`).
+pub const ANNOTATION_NEEDED_FOR: &str = "netendpoint.dev/needed-for";
 
 /// The lease of one IP address to one interface of one sandbox.
 ///

@@ -144,6 +144,40 @@ fn service_accounts_have_least_privilege() {
     assert!(!can_i(WATCHER_SERVICE_ACCOUNT, &["get", "nodes"]), "watcher needs no nodes");
 }
 
+/// The controller's ServiceAccount: what it must and must not do.
+#[test]
+fn controller_service_account_has_least_privilege() {
+    h::apply_deploy();
+    let sa = "netendpoint-controller";
+    let nep = "networkendpoints.netendpoint.dev";
+    for verb in ["get", "list", "watch", "delete", "patch"] {
+        assert!(can_i(sa, &[verb, nep]), "controller must {verb} NetworkEndpoints");
+    }
+    for (verb, res) in [("list", "nodes"), ("watch", "nodes"), ("list", "pods"), ("watch", "pods"), ("watch", "events")]
+    {
+        assert!(can_i(sa, &[verb, res, "-n", "default"]), "controller must {verb} {res}");
+    }
+    assert!(can_i(sa, &["create", "events.events.k8s.io", "-n", "default"]));
+    for verb in ["get", "create", "update"] {
+        assert!(
+            can_i(sa, &[verb, "leases.coordination.k8s.io", "-n", DEPLOY_NAMESPACE]),
+            "controller must {verb} its Lease"
+        );
+    }
+    assert!(can_i(sa, &["watch", "configmaps", "-n", DEPLOY_NAMESPACE]));
+    for (verb, res, ns) in [
+        ("create", nep, "default"),
+        ("update", nep, "default"),
+        ("get", "secrets", DEPLOY_NAMESPACE),
+        ("list", "configmaps", "default"),
+        ("update", "leases.coordination.k8s.io", "kube-system"),
+        ("delete", "pods", "default"),
+        ("update", "nodes", "default"),
+    ] {
+        assert!(!can_i(sa, &[verb, res, "-n", ns]), "controller must not {verb} {res} in {ns}");
+    }
+}
+
 fn assert_forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
     match r {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{what}: {s:?}"),

@@ -1,0 +1,570 @@
+//! netendpoint-controller: the cluster-side half of netendpoint.
+//!
+//! It watches (kube-runtime reflectors, no polling) the leases, the Nodes,
+//! the Pods, the `IPNeeded` Events of waiting ADDs and the ConfigMap the
+//! network config is rendered from, and on every change:
+//! - publishes pool health as Prometheus metrics ([`metrics`]), on every replica;
+//! - on the leader only (a `coordination.k8s.io` Lease), takes the
+//!   cross-node actions that [`decide`] chooses: reclaim of vanished nodes'
+//!   leases, deletion of leases whose Pod is gone, and forced release of the
+//!   oldest stuck release for an ADD that waits.
+//!
+//! Every write names one lease by name and UID; a forced release also tests
+//! its resourceVersion, so a successor under the same name is never touched.
+
+pub mod decide;
+pub mod error;
+mod http;
+pub mod metrics;
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use netendpoint_cni::store::{PoolEntry, ServerClock, event_object, force_release_patch};
+use netendpoint_crd::{
+    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, GROUP, LABEL_NODE, LABEL_POD_UID,
+    LABEL_POOL, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_IP_NEEDED, duration, label_value,
+};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use crate::decide::{Action, Capacity, Decision, Lease, Memory, Need, Settings, World};
+pub use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// The name in the controller's Events (`reportingController`).
+pub const REPORTING_CONTROLLER: &str = "netendpoint-controller";
+/// Event reason of a vanished node's lease whose release was requested.
+pub const REASON_NODE_VANISHED: &str = "NodeVanished";
+/// Event reason of a gone Pod's lease whose release was requested.
+pub const REASON_POD_GONE: &str = "PodGone";
+/// The longest pause between two passes when nothing changes.
+const IDLE_PASS: Duration = Duration::from_secs(30);
+
+/// The controller's flags; each also reads an environment variable.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "netendpoint-controller", version, about)]
+pub struct Options {
+    /// Kubeconfig to use; in-cluster configuration when absent.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Name of the coordination.k8s.io Lease that elects the leader.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_NAME", default_value = "netendpoint-controller")]
+    pub lease_name: String,
+    /// Namespace of that Lease.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_NAMESPACE", default_value = "netendpoint-system")]
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease (the Pod name in a Deployment).
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_IDENTITY")]
+    pub identity: String,
+    /// Seconds a leader's Lease stays valid without renewal: a dead leader
+    /// is replaced within this bound.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u64,
+    /// Seconds before expiry at which the leader renews (also the tolerated clock skew).
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_GRACE_SECONDS", default_value_t = 5)]
+    pub lease_grace_seconds: u64,
+    /// How long a lease's Node must be absent, seen twice, before its lease is released.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_VANISHED_NODE_GRACE", default_value = "5m")]
+    pub vanished_node_grace: String,
+    /// How long a lease's Pod UID must be absent, seen twice, before its lease
+    /// is released; `off` turns this cleanup off.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_POD_GONE_GRACE", default_value = "15m")]
+    pub pod_gone_grace: String,
+    /// The forced-release bound of leases that carry none of their own.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_FORCE_RELEASE_AFTER", default_value = "10m")]
+    pub force_release_after: String,
+    /// `namespace/name` of the ConfigMap holding the network config(s) the
+    /// pools' ranges are read from; empty for none (no capacity figures).
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_NET_CONF", default_value = "netendpoint-system/netendpoint-net-conf")]
+    pub net_conf: String,
+    /// Label selector of the leases this controller manages (and counts);
+    /// empty for all. Lets one controller per set of pools run side by side.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_SELECTOR", default_value = "")]
+    pub selector: String,
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "0.0.0.0:9090")]
+    pub listen: SocketAddr,
+}
+
+impl Options {
+    /// The decision settings these flags describe.
+    pub fn settings(&self) -> Result<Settings> {
+        let dur = |flag: &'static str, v: &str| {
+            duration::parse(v)
+                .ok_or_else(|| Error::Flag { flag, reason: format!("{v:?} is not a duration such as 90s or 5m") })
+        };
+        Ok(Settings {
+            vanished_node_grace: dur("vanished-node-grace", &self.vanished_node_grace)?,
+            pod_gone_grace: match self.pod_gone_grace.as_str() {
+                "off" => None,
+                v => Some(dur("pod-gone-grace", v)?),
+            },
+            default_force_release_after: dur("force-release-after", &self.force_release_after)?,
+        })
+    }
+}
+
+/// A client whose responses feed `clock` with the API server's `Date`.
+async fn client(opts: &Options, clock: ServerClock) -> Result<Client> {
+    let cfg = match &opts.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(Error::KubeconfigFile)?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(Error::KubeconfigFile)?
+        }
+        None => kube::Config::infer().await.map_err(Error::Kubeconfig)?,
+    };
+    let layer = tower::util::MapResponseLayer::new(move |resp: ::http::Response<Box<kube::client::DynBody>>| {
+        if let Some(date) = resp.headers().get(::http::header::DATE).and_then(|d| d.to_str().ok()) {
+            clock.observe(date);
+        }
+        resp
+    });
+    Ok(kube::client::ClientBuilder::try_from(cfg).map_err(Error::Client)?.with_layer(&layer).build())
+}
+
+/// What every replica watches.
+struct Stores {
+    leases: Store<PartialObjectMeta<NetworkEndpoint>>,
+    nodes: Store<PartialObjectMeta<Node>>,
+    pods: Option<Store<PartialObjectMeta<Pod>>>,
+    needs: Store<PartialObjectMeta<CoreEvent>>,
+    net_conf: Option<Store<ConfigMap>>,
+}
+
+/// Runs a reflector for `stream`'s objects, waking `notify` on every event.
+fn spawn_reflector<K, S>(writer: reflector::store::Writer<K>, stream: S, notify: Arc<Notify>, what: &'static str)
+where
+    K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut s = reflector::reflector(writer, stream).default_backoff().boxed();
+        while let Some(ev) = s.next().await {
+            if let Err(e) = ev {
+                warn!(what, error = %e, "watch failed; retrying");
+            }
+            notify.notify_one();
+        }
+    });
+}
+
+fn start_watches(client: &Client, opts: &Options, settings: &Settings, notify: &Arc<Notify>) -> Result<Stores> {
+    let cfg = watcher::Config::default;
+    let (leases, w) = reflector::store();
+    let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
+    spawn_reflector(
+        w,
+        watcher(Api::<PartialObjectMeta<NetworkEndpoint>>::all(client.clone()), selected),
+        notify.clone(),
+        "leases",
+    );
+    let (nodes, w) = reflector::store();
+    spawn_reflector(w, watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()), notify.clone(), "nodes");
+    let pods = settings.pod_gone_grace.map(|_| {
+        let (pods, w) = reflector::store();
+        spawn_reflector(w, watcher(Api::<PartialObjectMeta<Pod>>::all(client.clone()), cfg()), notify.clone(), "pods");
+        pods
+    });
+    let (needs, w) = reflector::store();
+    let by_reason = cfg().fields(&format!("reason={REASON_IP_NEEDED}"));
+    spawn_reflector(
+        w,
+        watcher(Api::<PartialObjectMeta<CoreEvent>>::all(client.clone()), by_reason),
+        notify.clone(),
+        "needs",
+    );
+    let net_conf = match opts.net_conf.split_once('/') {
+        _ if opts.net_conf.is_empty() => None,
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+            let (cms, w) = reflector::store();
+            let one = cfg().fields(&format!("metadata.name={name}"));
+            spawn_reflector(
+                w,
+                watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), one),
+                notify.clone(),
+                "net-conf",
+            );
+            Some(cms)
+        }
+        _ => {
+            return Err(Error::Flag { flag: "net-conf", reason: format!("{:?} is not namespace/name", opts.net_conf) });
+        }
+    };
+    Ok(Stores { leases, nodes, pods, needs, net_conf })
+}
+
+impl Stores {
+    async fn ready(&self) {
+        let _ = self.leases.wait_until_ready().await;
+        let _ = self.nodes.wait_until_ready().await;
+        if let Some(p) = &self.pods {
+            let _ = p.wait_until_ready().await;
+        }
+        let _ = self.needs.wait_until_ready().await;
+        if let Some(c) = &self.net_conf {
+            let _ = c.wait_until_ready().await;
+        }
+    }
+
+    fn world(&self) -> World {
+        World {
+            leases: self.leases.state().iter().filter_map(|m| lease_of(m)).collect(),
+            nodes: self.nodes.state().iter().map(|n| label_value(&n.name_any())).collect(),
+            pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
+            needs: self.needs.state().iter().filter_map(|e| need_of(e)).collect(),
+            capacity: self.net_conf.iter().flat_map(|c| c.state()).flat_map(|cm| capacities(&cm)).collect(),
+        }
+    }
+}
+
+/// The [`Lease`] of a metadata-only NetworkEndpoint; `None` without a pool label.
+pub fn lease_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Lease> {
+    let labels = m.metadata.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
+    let name = m.metadata.name.clone()?;
+    Some(Lease {
+        ip: ip_from_name(&name),
+        uid: m.metadata.uid.clone()?,
+        resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
+        pool: label(LABEL_POOL)?,
+        node: label(LABEL_NODE).unwrap_or_default(),
+        pod_uid: label(LABEL_POD_UID).filter(|u| !u.is_empty()),
+        releasing_since: m.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+        finalizers: m.metadata.finalizers.clone().unwrap_or_default(),
+        force_release_after: m
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
+            .and_then(|v| duration::parse(v)),
+        name,
+    })
+}
+
+/// The IP of a lease name `<pool>.<ip>`, whatever the pool.
+pub fn ip_from_name(name: &str) -> Option<IpAddr> {
+    let parts: Vec<&str> = name.rsplitn(5, '.').collect();
+    if parts.len() == 5 {
+        let v4 = format!("{}.{}.{}.{}", parts[3], parts[2], parts[1], parts[0]);
+        if let Some(ip) = netendpoint_crd::parse_endpoint_name("x", &format!("x.{v4}")) {
+            return Some(ip);
+        }
+    }
+    let last = name.rsplit('.').next()?;
+    netendpoint_crd::parse_endpoint_name("x", &format!("x.{last}"))
+}
+
+/// The [`Need`] of an `IPNeeded` Event; `None` when it lacks its annotations.
+pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
+    let ann = e.metadata.annotations.as_ref()?;
+    let wait = duration::parse(ann.get(ANNOTATION_NEEDED_FOR)?)?;
+    let created = e.metadata.creation_timestamp.as_ref()?.0;
+    Some(Need {
+        key: format!("{}/{}", e.metadata.namespace.as_deref().unwrap_or_default(), e.metadata.name.as_deref()?),
+        pool: label_value(ann.get(ANNOTATION_NEEDED_POOL)?),
+        until: created.checked_add(k8s_openapi::jiff::SignedDuration::try_from(wait).ok()?).ok()?,
+    })
+}
+
+/// Pool capacities (by pool label value) of every netendpoint `ipam`
+/// section in the network config(s) of `cm` (a `.conflist` or a `.conf`
+/// per key). A section that does not validate is skipped with a warning.
+pub fn capacities(cm: &ConfigMap) -> Vec<(String, Capacity)> {
+    let mut out = Vec::new();
+    for (key, text) in cm.data.iter().flatten() {
+        let Ok(conf) = serde_json::from_str::<serde_json::Value>(text) else {
+            warn!(key, "network config is not JSON; no capacity from it");
+            continue;
+        };
+        let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+        let plugins = match conf.get("plugins").and_then(|p| p.as_array()) {
+            Some(list) => list.clone(),
+            None => vec![conf.clone()],
+        };
+        for ipam in plugins.iter().filter_map(|p| p.get("ipam")) {
+            if ipam.get("type").and_then(|t| t.as_str()) != Some("netendpoint") {
+                continue;
+            }
+            match netendpoint_cni::config::IpamConfig::parse(ipam, network) {
+                Ok(c) => {
+                    let mut cap = Capacity::default();
+                    for set in &c.range_sets {
+                        let n = set.capacity();
+                        match set.ranges.first().map(|r| r.start.is_ipv4()) {
+                            Some(true) => cap.v4 = cap.v4.saturating_add(n),
+                            Some(false) => cap.v6 = cap.v6.saturating_add(n),
+                            None => {}
+                        }
+                    }
+                    out.push((label_value(&c.pool), cap));
+                }
+                Err(e) => warn!(key, error = %e, "invalid ipam section; no capacity from it"),
+            }
+        }
+    }
+    out
+}
+
+/// Shared state of a running controller.
+struct Controller {
+    client: Client,
+    clock: ServerClock,
+    identity: String,
+    metrics: Metrics,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl Controller {
+    fn endpoints(&self) -> Api<NetworkEndpoint> {
+        Api::all(self.client.clone())
+    }
+
+    async fn delete(&self, lease: &Lease) -> kube::Result<bool> {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(lease.uid.clone()), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match self.endpoints().delete(&lease.name, &dp).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn force(&self, lease: &Lease) -> kube::Result<bool> {
+        let entry = PoolEntry {
+            name: lease.name.clone(),
+            uid: lease.uid.clone(),
+            resource_version: lease.resource_version.clone(),
+            node: lease.node.clone(),
+            ip: lease.ip.unwrap_or(IpAddr::from([0, 0, 0, 0])),
+            releasing_since: None,
+            finalizers: lease.finalizers.clone(),
+            force_release_after: lease.force_release_after,
+        };
+        let patch = Patch::Json::<()>(force_release_patch(&entry));
+        match self.endpoints().patch(&lease.name, &PatchParams::default(), &patch).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn record(&self, lease: &Lease, reason: &str, note: String, warning: bool) {
+        let regarding = ObjectReference {
+            api_version: Some(format!("{GROUP}/v1alpha1")),
+            kind: Some("NetworkEndpoint".into()),
+            name: Some(lease.name.clone()),
+            uid: Some(lease.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let mut ev = event_object(regarding, reason, note, warning, self.clock.now().unwrap_or_else(Timestamp::now));
+        ev.reporting_controller = Some(REPORTING_CONTROLLER.into());
+        ev.reporting_instance = Some(self.identity.chars().take(128).collect());
+        let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &ns).create(&PostParams::default(), &ev).await {
+            warn!(reason, error = %e, "cannot record event");
+        }
+    }
+
+    async fn act(&self, action: &Action) {
+        match action {
+            Action::Reclaim { lease } => match self.delete(lease).await {
+                Ok(done) => {
+                    if done {
+                        warn!(lease = %lease.name, node = %lease.node, "node absent for the grace: releasing its lease");
+                        self.metrics.reclaimed(&lease.pool);
+                        let note = format!("node {} is gone: release of {} requested", lease.node, lease.name);
+                        self.record(lease, REASON_NODE_VANISHED, note, true).await;
+                    }
+                }
+                Err(e) => warn!(lease = %lease.name, error = %e, "cannot reclaim"),
+            },
+            Action::DeleteLeak { lease } => match self.delete(lease).await {
+                Ok(done) => {
+                    if done {
+                        warn!(lease = %lease.name, pod_uid = ?lease.pod_uid, "pod gone for the grace: releasing its lease");
+                        self.metrics.leaked(&lease.pool);
+                        let note = format!(
+                            "pod UID {} is gone: release of {} requested",
+                            lease.pod_uid.as_deref().unwrap_or_default(),
+                            lease.name
+                        );
+                        self.record(lease, REASON_POD_GONE, note, true).await;
+                    }
+                }
+                Err(e) => warn!(lease = %lease.name, error = %e, "cannot delete a leaked lease"),
+            },
+            Action::Force { lease, age, bound, need } => match self.force(lease).await {
+                Ok(true) => {
+                    warn!(
+                        lease = %lease.name, finalizers = ?lease.finalizers, releasing_for_ms = age.as_millis() as u64,
+                        bound = %duration::format(*bound), need = %need,
+                        "forced release: finalizers did not answer within forceReleaseAfter, and an ADD needs the IP"
+                    );
+                    self.metrics.forced(&lease.pool);
+                    let note = format!(
+                        "{} released by force after {:.1}s for a waiting ADD ({need}): finalizers {:?} did not answer within forceReleaseAfter ({})",
+                        lease.name,
+                        age.as_secs_f64(),
+                        lease.finalizers,
+                        duration::format(*bound)
+                    );
+                    self.record(lease, REASON_FORCED_RELEASE, note, true).await;
+                }
+                Ok(false) => debug!(lease = %lease.name, "changed or gone before the forced release"),
+                Err(e) => warn!(lease = %lease.name, error = %e, "cannot force the release"),
+            },
+        }
+    }
+}
+
+/// Runs the controller until the process ends.
+pub async fn run(opts: Options) -> Result<()> {
+    let settings = opts.settings()?;
+    let clock = ServerClock::default();
+    let client = client(&opts, clock.clone()).await?;
+    let ctl = Arc::new(Controller {
+        client: client.clone(),
+        clock: clock.clone(),
+        identity: opts.identity.clone(),
+        metrics: Metrics::new(),
+        ready: false.into(),
+    });
+    let (addr, serve) = http::bind(opts.listen, ctl.clone()).await?;
+    info!(%addr, identity = %opts.identity, "serving /metrics, /healthz, /readyz");
+    tokio::spawn(serve);
+
+    let notify = Arc::new(Notify::new());
+    let stores = start_watches(&client, &opts, &settings, &notify)?;
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
+        .with_namespace(&opts.lease_namespace)
+        .with_identity(&opts.identity)
+        .with_duration(opts.lease_seconds)
+        .with_grace(opts.lease_grace_seconds)
+        .build()
+        .await
+        .map_err(Error::Lease)?;
+    let (mut leader, _task) = manager.watch().await;
+
+    stores.ready().await;
+    ctl.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    info!("initial lists done");
+    let mut memory = Memory::default();
+    let mut seen_needs: HashSet<String> = HashSet::new();
+    let mut was_leader = false;
+    loop {
+        let is_leader = *leader.borrow_and_update();
+        if is_leader != was_leader {
+            info!(leader = is_leader, identity = %opts.identity, "leadership changed");
+            // A new term starts every grace again.
+            memory = Memory::default();
+            was_leader = is_leader;
+        }
+        ctl.metrics.set_leader(is_leader);
+        let decision = pass(&ctl, &stores, &settings, &mut memory, &mut seen_needs, is_leader).await;
+        let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.min(IDLE_PASS));
+        tokio::select! {
+            _ = notify.notified() => {}
+            _ = leader.changed() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+        // Let a burst of watch events land before the next pass.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One pass: metrics on every replica, actions on the leader.
+async fn pass(
+    ctl: &Controller,
+    stores: &Stores,
+    settings: &Settings,
+    memory: &mut Memory,
+    seen_needs: &mut HashSet<String>,
+    is_leader: bool,
+) -> Decision {
+    let Some(now) = ctl.clock.now() else { return Decision::default() };
+    let world = stores.world();
+    ctl.metrics.set_pools(&metrics::pool_stats(&world.leases, &world.capacity, now));
+    let keys: HashSet<String> = world.needs.iter().map(|n| n.key.clone()).collect();
+    for n in world.needs.iter().filter(|n| !seen_needs.contains(&n.key)) {
+        ctl.metrics.needed(&n.pool);
+    }
+    *seen_needs = keys;
+    if !is_leader {
+        return Decision::default();
+    }
+    let decision = decide::decide(&world, settings, memory, now);
+    for action in &decision.actions {
+        ctl.act(action).await;
+    }
+    decision
+}
+
+/// The capacity of each pool, for tests and tools: see [`capacities`].
+pub fn capacity_map(cm: &ConfigMap) -> HashMap<String, Capacity> {
+    capacities(cm).into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_names_give_their_ip_whatever_the_pool() {
+        assert_eq!(ip_from_name("pods.10.244.0.17"), "10.244.0.17".parse().ok());
+        assert_eq!(ip_from_name("a.b.c.10.0.0.1"), "10.0.0.1".parse().ok());
+        assert_eq!(ip_from_name("v6.fd00-0000-0000-0000-0000-0000-0000-0011"), "fd00::11".parse().ok());
+        assert_eq!(ip_from_name("pods.nonsense"), None);
+    }
+
+    #[test]
+    fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {
+        let conflist = serde_json::json!({
+            "cniVersion": "1.1.0", "name": "podnet",
+            "plugins": [{"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
+                "ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/125"}]]}},
+                {"type": "portmap"}]
+        });
+        let other = serde_json::json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
+        let cm = ConfigMap {
+            data: Some(
+                [("10-a.conflist".to_string(), conflist.to_string()), ("20-b.conf".into(), other.to_string())].into(),
+            ),
+            ..ConfigMap::default()
+        };
+        let caps = capacity_map(&cm);
+        assert_eq!(caps.len(), 1);
+        let c = caps["pods"];
+        assert!(c.v4 > 0 && c.v6 > 0, "{c:?}");
+    }
+
+    #[test]
+    fn flags_turn_into_settings_and_pod_gc_can_be_off() {
+        use clap::Parser;
+        let o =
+            Options::parse_from(["x", "--identity", "a", "--pod-gone-grace", "off", "--vanished-node-grace", "90s"]);
+        let s = o.settings().unwrap();
+        assert_eq!(s.pod_gone_grace, None);
+        assert_eq!(s.vanished_node_grace, Duration::from_secs(90));
+        assert_eq!(s.default_force_release_after, Duration::from_secs(600));
+        let bad = Options::parse_from(["x", "--identity", "a", "--pod-gone-grace", "soon"]);
+        assert!(bad.settings().unwrap_err().to_string().contains("pod-gone-grace"));
+    }
+}

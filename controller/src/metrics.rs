@@ -1,0 +1,274 @@
+//! Pool health: per-pool figures computed from a snapshot ([`pool_stats`]),
+//! and their Prometheus exposition ([`Metrics`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::decide::{Capacity, Lease, age_at_least};
+
+/// The content type of [`Metrics::render`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The health of one pool at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Pool label value.
+    pub pool: String,
+    /// Usable addresses, when the pool's ranges are known.
+    pub capacity: Option<u128>,
+    /// Leases not being released.
+    pub in_use: u64,
+    /// Leases being released, waiting on finalizers.
+    pub releasing: u64,
+    /// Releasing leases that still list each finalizer.
+    pub releasing_by_finalizer: BTreeMap<String, u64>,
+    /// Age of the oldest release, a lower bound on the API server's clock.
+    pub oldest_release: Option<Duration>,
+}
+
+impl PoolStats {
+    /// Addresses neither in use nor releasing, when the capacity is known.
+    pub fn free(&self) -> Option<u128> {
+        self.capacity.map(|c| c.saturating_sub(u128::from(self.in_use + self.releasing)))
+    }
+}
+
+/// Figures of every pool that has a lease or a known capacity, by pool.
+pub fn pool_stats(leases: &[Lease], capacity: &HashMap<String, Capacity>, now: Timestamp) -> Vec<PoolStats> {
+    let mut pools: BTreeMap<String, PoolStats> = BTreeMap::new();
+    for (pool, cap) in capacity {
+        let s = pools.entry(pool.clone()).or_default();
+        s.capacity = Some(cap.v4 + cap.v6);
+    }
+    for l in leases {
+        let s = pools.entry(l.pool.clone()).or_default();
+        match l.releasing_since {
+            None => s.in_use += 1,
+            Some(since) => {
+                s.releasing += 1;
+                for f in &l.finalizers {
+                    *s.releasing_by_finalizer.entry(f.clone()).or_default() += 1;
+                }
+                let age = age_at_least(now, since);
+                s.oldest_release = Some(s.oldest_release.map_or(age, |a| a.max(age)));
+            }
+        }
+    }
+    pools
+        .into_iter()
+        .map(|(pool, mut s)| {
+            s.pool = pool;
+            s
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabel {
+    pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FinalizerLabel {
+    pool: String,
+    finalizer: String,
+}
+
+/// The controller's Prometheus metrics.
+pub struct Metrics {
+    registry: Registry,
+    capacity: Family<PoolLabel, Gauge>,
+    in_use: Family<PoolLabel, Gauge>,
+    releasing: Family<PoolLabel, Gauge>,
+    free: Family<PoolLabel, Gauge>,
+    by_finalizer: Family<FinalizerLabel, Gauge>,
+    oldest: Family<PoolLabel, Gauge<f64, AtomicU64>>,
+    forced: Family<PoolLabel, Counter>,
+    reclaimed: Family<PoolLabel, Counter>,
+    leaked: Family<PoolLabel, Counter>,
+    needed: Family<PoolLabel, Counter>,
+    leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric, prefixed `netendpoint_`.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("netendpoint");
+        let m = Self {
+            capacity: Family::default(),
+            in_use: Family::default(),
+            releasing: Family::default(),
+            free: Family::default(),
+            by_finalizer: Family::default(),
+            oldest: Family::default(),
+            forced: Family::default(),
+            reclaimed: Family::default(),
+            leaked: Family::default(),
+            needed: Family::default(),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "pool_capacity",
+            "Usable addresses of the pool (when its ranges are known)",
+            m.capacity.clone(),
+        );
+        registry.register("pool_in_use", "Leases of the pool not being released", m.in_use.clone());
+        registry.register(
+            "pool_releasing",
+            "Leases of the pool being released, waiting on finalizers",
+            m.releasing.clone(),
+        );
+        registry.register(
+            "pool_free",
+            "Addresses neither in use nor releasing (when the capacity is known)",
+            m.free.clone(),
+        );
+        registry.register(
+            "pool_releasing_by_finalizer",
+            "Releasing leases of the pool that still list the finalizer",
+            m.by_finalizer.clone(),
+        );
+        registry.register(
+            "pool_oldest_release_age_seconds",
+            "Age of the pool's oldest release in progress (0 when none)",
+            m.oldest.clone(),
+        );
+        registry.register("forced_releases", "Releases forced for a waiting ADD", m.forced.clone());
+        registry.register("node_reclaims", "Leases of vanished nodes whose release was requested", m.reclaimed.clone());
+        registry.register("leak_deletions", "Leases of gone Pods whose release was requested", m.leaked.clone());
+        registry.register(
+            "adds_waited",
+            "ADDs that found their pool full and waited (IPNeeded Events)",
+            m.needed.clone(),
+        );
+        registry.register("controller_leader", "1 while this replica holds the leader Lease", m.leader.clone());
+        Self { registry, ..m }
+    }
+
+    /// Replaces the pool gauges with `stats`.
+    pub fn set_pools(&self, stats: &[PoolStats]) {
+        for f in [&self.capacity, &self.in_use, &self.releasing, &self.free] {
+            f.clear();
+        }
+        self.by_finalizer.clear();
+        self.oldest.clear();
+        let gauge = |v: u128| i64::try_from(v).unwrap_or(i64::MAX);
+        for s in stats {
+            let l = PoolLabel { pool: s.pool.clone() };
+            if let Some(c) = s.capacity {
+                self.capacity.get_or_create(&l).set(gauge(c));
+            }
+            if let Some(f) = s.free() {
+                self.free.get_or_create(&l).set(gauge(f));
+            }
+            self.in_use.get_or_create(&l).set(gauge(u128::from(s.in_use)));
+            self.releasing.get_or_create(&l).set(gauge(u128::from(s.releasing)));
+            for (fin, n) in &s.releasing_by_finalizer {
+                let fl = FinalizerLabel { pool: s.pool.clone(), finalizer: fin.clone() };
+                self.by_finalizer.get_or_create(&fl).set(gauge(u128::from(*n)));
+            }
+            self.oldest.get_or_create(&l).set(s.oldest_release.map_or(0.0, |d| d.as_secs_f64()));
+        }
+    }
+
+    /// Counts a forced release in `pool`.
+    pub fn forced(&self, pool: &str) {
+        self.forced.get_or_create(&PoolLabel { pool: pool.into() }).inc();
+    }
+
+    /// Counts a vanished-node reclaim in `pool`.
+    pub fn reclaimed(&self, pool: &str) {
+        self.reclaimed.get_or_create(&PoolLabel { pool: pool.into() }).inc();
+    }
+
+    /// Counts a leak deletion in `pool`.
+    pub fn leaked(&self, pool: &str) {
+        self.leaked.get_or_create(&PoolLabel { pool: pool.into() }).inc();
+    }
+
+    /// Counts an ADD of `pool` that waited.
+    pub fn needed(&self, pool: &str) {
+        self.needed.get_or_create(&PoolLabel { pool: pool.into() }).inc();
+    }
+
+    /// Sets whether this replica leads.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(ip: &str, releasing_at: Option<&str>, fins: &[&str]) -> Lease {
+        Lease {
+            name: format!("p.{ip}"),
+            uid: ip.into(),
+            resource_version: "1".into(),
+            pool: "p".into(),
+            ip: ip.parse().ok(),
+            node: "n".into(),
+            pod_uid: None,
+            releasing_since: releasing_at.map(|t| t.parse().unwrap()),
+            finalizers: fins.iter().map(|f| f.to_string()).collect(),
+            force_release_after: None,
+        }
+    }
+
+    #[test]
+    fn stats_and_exposition_count_in_use_releasing_holders_and_the_oldest_release() {
+        let leases = vec![
+            lease("10.0.0.1", None, &["a.example/x"]),
+            lease("10.0.0.2", Some("2026-01-01T00:00:00Z"), &["a.example/x", "b.example/y"]),
+            lease("10.0.0.3", Some("2026-01-01T00:00:30Z"), &["b.example/y"]),
+        ];
+        let cap = HashMap::from([("p".to_string(), Capacity { v4: 6, v6: 0 }), ("empty".into(), Capacity::default())]);
+        let now: Timestamp = "2026-01-01T00:01:01Z".parse().unwrap();
+        let stats = pool_stats(&leases, &cap, now);
+        assert_eq!(stats.len(), 2);
+        let p = &stats[1];
+        assert_eq!((p.pool.as_str(), p.capacity, p.in_use, p.releasing, p.free()), ("p", Some(6), 1, 2, Some(3)));
+        assert_eq!(p.releasing_by_finalizer, BTreeMap::from([("a.example/x".into(), 1), ("b.example/y".into(), 2)]));
+        assert_eq!(p.oldest_release, Some(Duration::from_secs(60)));
+        let m = Metrics::new();
+        m.set_pools(&stats);
+        m.forced("p");
+        let text = m.render();
+        for line in [
+            "netendpoint_pool_in_use{pool=\"p\"} 1",
+            "netendpoint_pool_releasing{pool=\"p\"} 2",
+            "netendpoint_pool_free{pool=\"p\"} 3",
+            "netendpoint_pool_releasing_by_finalizer{pool=\"p\",finalizer=\"b.example/y\"} 2",
+            "netendpoint_pool_oldest_release_age_seconds{pool=\"p\"} 60.0",
+            "netendpoint_forced_releases_total{pool=\"p\"} 1",
+            "netendpoint_pool_capacity{pool=\"empty\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+}

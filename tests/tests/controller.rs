@@ -1,0 +1,462 @@
+//! netendpoint-controller against the real API server: leader election,
+//! vanished-node reclaim, pod-gone cleanup, forced release for a waiting
+//! ADD, and pool metrics. Each test scopes its controllers to its own pools
+//! (`--selector`) and its own leader Lease, so tests run side by side.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease as CoordLease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use netendpoint_crd::{LABEL_POD_UID, LABEL_POOL, NetworkEndpoint, label_value};
+use netendpoint_tests::*;
+
+const FIN: &str = "test.example/stuck-agent";
+
+/// One `netendpoint-controller` process.
+struct Ctl {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    identity: String,
+}
+
+impl Ctl {
+    fn start(identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
+        Self::start_as(&kubeconfig(), identity, lease, pools, extra)
+    }
+
+    fn start_as(kc: &std::path::Path, identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::env::temp_dir().join(format!("{identity}.log"));
+        let selector =
+            format!("{LABEL_POOL} in ({})", pools.iter().map(|p| label_value(p)).collect::<Vec<_>>().join(","));
+        let child = Command::new(built_bin("NETENDPOINT_CONTROLLER", "netendpoint-controller"))
+            .arg("--kubeconfig")
+            .arg(kc)
+            .args(["--identity", identity, "--lease-name", lease])
+            .args(if extra.contains(&"--lease-namespace") { &[][..] } else { &["--lease-namespace", "default"][..] })
+            .args(["--lease-seconds", "3", "--lease-grace-seconds", "1"])
+            .args(if extra.contains(&"--net-conf") { &[][..] } else { &["--net-conf", ""][..] })
+            .args(["--selector", &selector, "--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Self { child, port, log, identity: identity.to_string() }
+    }
+
+    fn get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: c\r\n\r\n").as_bytes()).ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    }
+
+    /// The value of the metric line starting with `series` (name and labels).
+    fn metric(&self, series: &str) -> Option<f64> {
+        let text = self.get("/metrics")?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    }
+
+    fn is_leader(&self) -> bool {
+        self.metric("netendpoint_controller_leader") == Some(1.0)
+    }
+
+    /// Waits (up to 60 s) until this process leads and has done its initial lists.
+    async fn wait_leader(&self) {
+        wait_for(&format!("{} to lead", self.identity), Duration::from_secs(60), || async {
+            self.get("/readyz").is_some_and(|b| b.starts_with("ready")) && self.is_leader()
+        })
+        .await;
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Ctl {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn exists(name: &str) -> bool {
+    endpoints().await.get_opt(name).await.unwrap().is_some()
+}
+
+async fn create(ep: NetworkEndpoint) -> NetworkEndpoint {
+    endpoints().await.create(&PostParams::default(), &ep).await.unwrap()
+}
+
+/// Events about `name` with `reason`, as `(reportingController, reportingInstance, note)`.
+async fn events_about(name: &str, reason: &str) -> Vec<(String, String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client().await, "default");
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.reporting_controller.unwrap_or_default(),
+                e.reporting_instance.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn with_pod_uid(mut ep: NetworkEndpoint, uid: &str) -> NetworkEndpoint {
+    ep.metadata.labels.get_or_insert_default().insert(LABEL_POD_UID.into(), uid.into());
+    if let Some(p) = ep.spec.pod.as_mut() {
+        p.uid = uid.into();
+    }
+    ep
+}
+
+fn with_bound(mut ep: NetworkEndpoint, bound: &str) -> NetworkEndpoint {
+    ep.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(netendpoint_crd::ANNOTATION_FORCE_RELEASE_AFTER.into(), bound.into());
+    ep.spec.force_release_after = Some(bound.into());
+    ep
+}
+
+#[tokio::test]
+async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
+    let pool = unique("ctl-le");
+    let lease_name = unique("ctl-le");
+    let gone_a = unique("gone-a");
+    let gone_b = unique("gone-b");
+    let args = ["--vanished-node-grace", "1s", "--pod-gone-grace", "off"];
+    let mut a = Ctl::start(&unique("ctl-a"), &lease_name, &[&pool], &args);
+    a.wait_leader().await;
+    let b = Ctl::start(&unique("ctl-b"), &lease_name, &[&pool], &args);
+    wait_for("the standby to be ready", Duration::from_secs(60), || async {
+        b.get("/readyz").is_some_and(|s| s.starts_with("ready"))
+    })
+    .await;
+    assert!(!b.is_leader(), "two leaders");
+
+    // A vanished node's lease: released by the leader only.
+    let first = create(lease(&pool, "10.77.0.1", "c1", &gone_a, &[])).await;
+    let first_name = first.metadata.name.clone().unwrap();
+    wait_for("the first reclaim", Duration::from_secs(60), || async { !exists(&first_name).await }).await;
+    let ev = events_about(&first_name, netendpoint_controller::REASON_NODE_VANISHED).await;
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].1, a.identity, "acted by the leader");
+    assert!(!b.log().contains("node absent for the grace"), "the standby acted:\n{}", b.log());
+
+    // Kill the leader: the standby takes over within the Lease's duration
+    // (3 s) plus its retry interval, and then acts.
+    let killed = Instant::now();
+    a.kill();
+    wait_for("the standby to take over", Duration::from_secs(30), || async { b.is_leader() }).await;
+    let took = killed.elapsed();
+    println!("takeover after the leader was killed: {} ms (lease 3 s, grace 1 s)", took.as_millis());
+    let coord: Api<CoordLease> = Api::namespaced(client().await, "default");
+    let holder = coord.get(&lease_name).await.unwrap().spec.unwrap().holder_identity.unwrap_or_default();
+    assert_eq!(holder, b.identity);
+
+    let second = create(lease(&pool, "10.77.0.2", "c2", &gone_b, &[])).await;
+    let second_name = second.metadata.name.clone().unwrap();
+    wait_for("the second reclaim", Duration::from_secs(60), || async { !exists(&second_name).await }).await;
+    let ev = events_about(&second_name, netendpoint_controller::REASON_NODE_VANISHED).await;
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].1, b.identity);
+    let _ = coord.delete(&lease_name, &DeleteParams::default()).await;
+    cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn reclaim_waits_for_the_grace_and_never_touches_a_present_nodes_lease() {
+    let pool = unique("ctl-rc");
+    let present = unique("present");
+    ensure_node(&present);
+    let gone = unique("gone");
+    let kept = create(lease(&pool, "10.78.0.1", "c1", &present, &[])).await.metadata.name.unwrap();
+    let orphan = create(lease(&pool, "10.78.0.2", "c2", &gone, &[FIN])).await.metadata.name.unwrap();
+    let grace = Duration::from_secs(4);
+    let started = Instant::now();
+    let ctl = Ctl::start(
+        &unique("ctl-rc"),
+        &unique("ctl-rc"),
+        &[&pool],
+        &["--vanished-node-grace", "4s", "--pod-gone-grace", "off"],
+    );
+    ctl.wait_leader().await;
+    wait_for("the reclaim", Duration::from_secs(60), || async {
+        endpoints().await.get(&orphan).await.unwrap().metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    // Never before the node was absent for the grace, counted from when the controller first saw it.
+    assert!(started.elapsed() >= grace, "reclaimed after {:?}", started.elapsed());
+    // Finalizers still gate the release.
+    assert!(exists(&orphan).await, "released despite its finalizer");
+    let kept_now = endpoints().await.get(&kept).await.unwrap();
+    assert!(kept_now.metadata.deletion_timestamp.is_none(), "a present node's lease was touched");
+    assert_eq!(ctl.metric(&format!("netendpoint_node_reclaims_total{{pool=\"{}\"}}", label_value(&pool))), Some(1.0));
+    remove_finalizer(&orphan, FIN).await;
+    cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn pod_gone_cleanup_respects_its_grace_and_off_switch_and_spares_living_pods() {
+    let pool = unique("ctl-gc");
+    let off_pool = unique("ctl-gc-off");
+    let node = unique("gc-node");
+    ensure_node(&node);
+    // The test server runs no controller-manager: the ServiceAccount admission needs `default`.
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client().await, "default");
+    let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
+    let _ = sas.create(&PostParams::default(), &sa).await;
+    let pods: Api<Pod> = Api::namespaced(client().await, "default");
+    let pod_name = unique("ctl-pod");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
+        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "c", "image": "example.invalid/none"}]}
+    }))
+    .unwrap();
+    let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let live_uid = pod.metadata.uid.clone().unwrap();
+    let living =
+        create(with_pod_uid(lease(&pool, "10.79.0.1", "c1", &node, &[]), &live_uid)).await.metadata.name.unwrap();
+    let leaked =
+        create(with_pod_uid(lease(&pool, "10.79.0.2", "c2", &node, &[]), "0000-gone-1")).await.metadata.name.unwrap();
+    let spared = create(with_pod_uid(lease(&off_pool, "10.79.0.3", "c3", &node, &[]), "0000-gone-2"))
+        .await
+        .metadata
+        .name
+        .unwrap();
+
+    let started = Instant::now();
+    let on = Ctl::start(&unique("ctl-gc"), &unique("ctl-gc"), &[&pool], &["--pod-gone-grace", "3s"]);
+    let off = Ctl::start(&unique("ctl-gc-off"), &unique("ctl-gc-off"), &[&off_pool], &["--pod-gone-grace", "off"]);
+    on.wait_leader().await;
+    off.wait_leader().await;
+    wait_for("the leak deletion", Duration::from_secs(60), || async { !exists(&leaked).await }).await;
+    assert!(started.elapsed() >= Duration::from_secs(3), "deleted after {:?}", started.elapsed());
+    assert!(!events_about(&leaked, netendpoint_controller::REASON_POD_GONE).await.is_empty());
+    // Three more graces on: the living Pod's lease and the off switch's lease are untouched.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(exists(&living).await, "the lease of a Pod that exists was deleted");
+    assert!(exists(&spared).await, "pod-gone cleanup acted while off");
+    assert!(off.log().contains("initial lists done"), "{}", off.log());
+    let _ = pods.delete(&pod_name, &DeleteParams::default()).await;
+    cleanup_pool(&pool).await;
+    cleanup_pool(&off_pool).await;
+}
+
+/// Fills the /29 `net`.0 of `pool` with leases carrying `bound` and a finalizer, and releases `.3`.
+/// Returns the names, the releasing one, and an instant just before its release began.
+async fn full_pool_with_one_release(pool: &str, net: &str, bound: &str) -> (Vec<String>, String, Instant) {
+    let node = "node-a";
+    ensure_node(node);
+    let mut names = Vec::new();
+    for host in 1..=6 {
+        let ip = format!("{net}.{host}");
+        let ep = with_bound(lease(pool, &ip, &format!("held-{host}"), node, &[FIN]), bound);
+        names.push(create(ep).await.metadata.name.unwrap());
+    }
+    let victim = names[2].clone();
+    let api = endpoints().await;
+    let before = Instant::now();
+    api.delete(&victim, &DeleteParams::default()).await.unwrap();
+    (names, victim, before)
+}
+
+fn cross_node_conf(pool: &str, net: &str, wait: &str) -> serde_json::Value {
+    net_conf(
+        pool,
+        serde_json::json!([[{"subnet": format!("{net}.0/29")}]]),
+        serde_json::json!({"crossNode": "controller", "waitForRelease": wait, "finalizers": [FIN]}),
+    )
+}
+
+#[tokio::test]
+async fn a_stuck_release_is_forced_only_when_an_add_waits_and_only_one_waiter_gets_it() {
+    let pool = unique("ctl-fr");
+    let net = "10.80.0";
+    let (_names, victim, _) = full_pool_with_one_release(&pool, net, "2s").await;
+    let ctl = Ctl::start(&unique("ctl-fr"), &unique("ctl-fr"), &[&pool], &["--pod-gone-grace", "off"]);
+    ctl.wait_leader().await;
+    // Well past its bound, but nobody needs the IP: nothing is forced.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = endpoints().await.get(&victim).await.unwrap();
+    assert_eq!(held.metadata.finalizers.unwrap_or_default(), [FIN], "forced with no ADD waiting");
+    assert!(events_about(&victim, "ForcedRelease").await.is_empty());
+
+    // Two ADDs wait at once: one gets the forced IP, the other times out.
+    let conf = cross_node_conf(&pool, net, "8s");
+    let started = Instant::now();
+    let adds: Vec<_> = ["w1", "w2"]
+        .into_iter()
+        .map(|cid| {
+            let conf = conf.clone();
+            std::thread::spawn(move || {
+                let out = invoke("ADD", &conf, &attach_env(cid));
+                (out, Instant::now())
+            })
+        })
+        .collect();
+    let results: Vec<_> = adds.into_iter().map(|h| h.join().unwrap()).collect();
+    let won: Vec<_> = results.iter().filter(|((ok, _, _), _)| *ok).collect();
+    assert_eq!(won.len(), 1, "exactly one waiter gets the IP: {results:?}");
+    let ((_, res, _), at) = won[0];
+    assert_eq!(first_ip(res).to_string(), format!("{net}.3"));
+    println!("waiting ADD succeeded {} ms after it started (release eligible already)", (*at - started).as_millis());
+    let lost = results.iter().find(|((ok, _, _), _)| !*ok).unwrap();
+    assert_eq!(lost.0.1["code"], 100, "{:?}", lost.0);
+
+    let ev = events_about(&victim, "ForcedRelease").await;
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0].0, netendpoint_controller::REPORTING_CONTROLLER);
+    assert!(ev[0].2.contains(FIN), "{}", ev[0].2);
+    // The needs were recorded as core Events with the fixed reason.
+    let needs: Api<CoreEvent> = Api::namespaced(client().await, "default");
+    let n = needs.list(&ListParams::default().fields("reason=IPNeeded")).await.unwrap().items;
+    assert!(
+        n.iter()
+            .filter(|e| e.metadata.annotations.as_ref().is_some_and(|a| a.get("netendpoint.dev/pool") == Some(&pool)))
+            .count()
+            >= 2
+    );
+    assert_eq!(ctl.metric(&format!("netendpoint_forced_releases_total{{pool=\"{}\"}}", label_value(&pool))), Some(1.0));
+    cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn a_young_release_is_never_forced_and_the_time_to_serve_a_waiter_is_measured() {
+    let pool = unique("ctl-yr");
+    let net = "10.81.0";
+    let (_names, victim, released_at) = full_pool_with_one_release(&pool, net, "4s").await;
+    let ctl = Ctl::start(&unique("ctl-yr"), &unique("ctl-yr"), &[&pool], &["--pod-gone-grace", "off"]);
+    ctl.wait_leader().await;
+    // The ADD starts while the release is young and waits; the release is
+    // forced once it is 4 s old (whole-second timestamps: up to ~2 s later).
+    let (ok, res, log) = invoke("ADD", &cross_node_conf(&pool, net, "20s"), &attach_env("young"));
+    let served = released_at.elapsed();
+    assert!(ok, "{res} {log}");
+    assert_eq!(first_ip(&res).to_string(), format!("{net}.3"));
+    assert!(served >= Duration::from_secs(4), "forced {served:?} after the release began, before its bound");
+    println!("stuck release eligible at 4 s; waiting ADD served {} ms after the release began", served.as_millis());
+    assert_eq!(events_about(&victim, "ForcedRelease").await.len(), 1);
+    cleanup_pool(&pool).await;
+}
+
+#[tokio::test]
+async fn metrics_match_a_pool_prepared_in_a_known_state() {
+    let pool = unique("ctl-m");
+    let node = unique("m-node");
+    ensure_node(&node);
+    let fin2 = "test.example/other-agent";
+    for (i, fins) in [vec![FIN], vec![FIN, fin2], vec![fin2], vec![], vec![]].into_iter().enumerate() {
+        create(lease(&pool, &format!("10.82.0.{}", i + 1), &format!("c{i}"), &node, &fins)).await;
+    }
+    for i in 1..=3 {
+        let name = netendpoint_crd::endpoint_name(&pool, format!("10.82.0.{i}").parse().unwrap());
+        endpoints().await.delete(&name, &DeleteParams::default()).await.unwrap();
+    }
+    // The pool's ranges come from the network config ConfigMap.
+    let cm_name = unique("net-conf");
+    let conf = net_conf(&pool, serde_json::json!([[{"subnet": "10.82.0.0/28"}]]), serde_json::json!({}));
+    let cms: Api<ConfigMap> = Api::namespaced(client().await, "default");
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(cm_name.clone()), ..Default::default() },
+        data: Some(BTreeMap::from([("10-net.conflist".to_string(), conf.to_string())])),
+        ..Default::default()
+    };
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let net_conf_flag = format!("default/{cm_name}");
+    let ctl = Ctl::start(
+        &unique("ctl-m"),
+        &unique("ctl-m"),
+        &[&pool],
+        &["--pod-gone-grace", "off", "--net-conf", &net_conf_flag],
+    );
+    ctl.wait_leader().await;
+    let p = label_value(&pool);
+    let series = |name: &str| format!("netendpoint_{name}{{pool=\"{p}\"}}");
+    wait_for("pool gauges", Duration::from_secs(30), || async { ctl.metric(&series("pool_releasing")) == Some(3.0) })
+        .await;
+    let capacity = ctl.metric(&series("pool_capacity")).unwrap();
+    assert!(capacity >= 12.0, "a /28 has 14 hosts, less the gateway: {capacity}");
+    assert_eq!(ctl.metric(&series("pool_in_use")), Some(2.0));
+    assert_eq!(ctl.metric(&series("pool_free")), Some(capacity - 5.0));
+    assert_eq!(
+        ctl.metric(&format!("netendpoint_pool_releasing_by_finalizer{{pool=\"{p}\",finalizer=\"{FIN}\"}}")),
+        Some(2.0)
+    );
+    assert_eq!(
+        ctl.metric(&format!("netendpoint_pool_releasing_by_finalizer{{pool=\"{p}\",finalizer=\"{fin2}\"}}")),
+        Some(2.0)
+    );
+    assert!(ctl.metric(&series("pool_oldest_release_age_seconds")).is_some());
+    println!("capacity of the /28: {capacity}");
+    let _ = cms.delete(&cm_name, &DeleteParams::default()).await;
+    cleanup_pool(&pool).await;
+}
+
+/// The deployed ServiceAccount's rights are enough for the controller's whole job.
+#[tokio::test]
+async fn the_controller_works_as_its_deployed_service_account() {
+    apply_deploy();
+    let dir = TempDir::new("ctl-sa");
+    let kc = dir.join("kubeconfig");
+    sa_kubeconfig(DEPLOY_NAMESPACE, "netendpoint-controller", &kc, None);
+    let pool = unique("ctl-sa");
+    let gone = unique("gone-sa");
+    let orphan = create(lease(&pool, "10.83.0.1", "c1", &gone, &[])).await.metadata.name.unwrap();
+    let ctl = Ctl::start_as(
+        &kc,
+        &unique("ctl-sa"),
+        &unique("ctl-sa"),
+        &[&pool],
+        &[
+            "--lease-namespace",
+            DEPLOY_NAMESPACE,
+            "--net-conf",
+            "netendpoint-system/netendpoint-net-conf",
+            "--vanished-node-grace",
+            "1s",
+        ],
+    );
+    ctl.wait_leader().await;
+    wait_for("the reclaim as the ServiceAccount", Duration::from_secs(60), || async { !exists(&orphan).await }).await;
+    assert_eq!(events_about(&orphan, netendpoint_controller::REASON_NODE_VANISHED).await.len(), 1, "{}", ctl.log());
+    assert!(!ctl.log().contains("forbidden"), "{}", ctl.log());
+    cleanup_pool(&pool).await;
+}
