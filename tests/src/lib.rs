@@ -626,6 +626,7 @@ impl AgentProc {
             .arg(kubeconfig())
             .arg("--metrics-addr")
             .arg(format!("127.0.0.1:{port}"))
+            .arg("--serve-rules")
             .arg("--dataplane")
             .arg(&opts.dataplane)
             .arg("--state-file")

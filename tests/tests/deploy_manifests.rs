@@ -73,6 +73,8 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
         assert!(dry_out.contains(obj), "{obj} missing from: {dry_out}");
     }
     assert!(!stderr(&dry).contains("would violate PodSecurity"), "{}", stderr(&dry));
+    let netpol = h::kubectl(&["apply", "--dry-run=server", "-f", &format!("{deploy}/examples/networkpolicy.yaml")]);
+    assert!(netpol.status.success(), "example NetworkPolicy: {}", stderr(&netpol));
 
     h::apply_deploy();
     for obj in [
@@ -423,6 +425,8 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
         .map(|a| {
             if a.starts_with("--metrics-addr=") {
                 format!("--metrics-addr={addr}")
+            } else if a.starts_with("--probe-addr=") {
+                "--probe-addr=127.0.0.1:0".to_string()
             } else {
                 a.replace("$(NODE_NAME)", &node)
             }
