@@ -333,9 +333,9 @@ pub mod duration {
 }
 
 /// The CRD manifest as YAML, exactly as `crdgen` writes it to `deploy/crd.yaml`.
-pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     use kube::CustomResourceExt;
-    serde_yaml::to_string(&NetworkEndpoint::crd())
+    serde_saphyr::to_string(&NetworkEndpoint::crd())
 }
 
 #[cfg(test)]
