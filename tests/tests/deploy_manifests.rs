@@ -60,6 +60,17 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
     assert!(built.status.success(), "{}", stderr(&built));
     let yaml = String::from_utf8(built.stdout).unwrap();
     assert!(yaml.contains("image: registry.example.com/ne:dev") && yaml.contains("image: registry.example.com/we:dev"));
+    // Pinned by digest, as docs/install.md shows.
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let pinned = std::fs::read_to_string(overlay.join("kustomization.yaml")).unwrap().replace(
+        "newName: registry.example.com/ne\n    newTag: dev",
+        &format!("newName: registry.example.com/ne\n    digest: {digest}"),
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), pinned).unwrap();
+    let built = h::kubectl(&["kustomize", overlay.0.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let yaml = String::from_utf8(built.stdout).unwrap();
+    assert!(yaml.contains(&format!("image: registry.example.com/ne@{digest}")), "{yaml}");
 
     // A server dry run validates every object (schemas, admission, PodSecurity,
     // priority class). It cannot create objects in a namespace that does not
