@@ -23,7 +23,8 @@ build: deps
 crd:
 	cargo run -q -p netendpoint-crd --bin crdgen > deploy/crd.yaml
 
-# fmt and clippy; fails under CI=true when either is missing (see the script).
+# fmt, clippy and the dependency audit (cargo-deny, pinned, cached outside the
+# repository; deny.toml); fails under CI=true when fmt or clippy is missing.
 lint:
 	@scripts/lint.sh
 

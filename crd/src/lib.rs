@@ -11,7 +11,7 @@
 
 use std::net::IpAddr;
 
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -61,12 +61,32 @@ pub const ANNOTATION_NEEDED_POOL: &str = "netendpoint.dev/pool";
 /// the Event's creation (`waitForRelease` left, e.g. `9500ms`).
 pub const ANNOTATION_NEEDED_FOR: &str = "netendpoint.dev/needed-for";
 
+/// CEL rule of the CRD: `spec` never changes after creation, so no update
+/// can move a live lease to another node, IP or sandbox.
+pub const RULE_SPEC_IMMUTABLE: &str = "self.spec == oldSelf.spec";
+
+/// CEL rule of the CRD: `spec.ip` parses as an IP address (the Kubernetes CEL
+/// `isIP`, which accepts no leading zeros, zones or IPv4-mapped IPv6 forms).
+pub const RULE_IP_IS_ADDRESS: &str = "isIP(self.spec.ip)";
+
+/// CEL rule of the CRD: the name is [`endpoint_name`]`(spec.pool, spec.ip)`.
+///
+/// For IPv4 the check is exact string equality. For IPv6 the name must carry
+/// eight four-digit lower-case hex groups joined by `-`, and those groups,
+/// read as an address, must equal `spec.ip`; CEL has no function that prints
+/// an expanded IPv6 address, so equality is checked on parsed addresses.
+pub const RULE_NAME_IS_POOL_AND_IP: &str = "self.metadata.name.startsWith(self.spec.pool + '.') && \
+(!self.spec.ip.contains(':') ? self.metadata.name == self.spec.pool + '.' + self.spec.ip : \
+(self.metadata.name.substring(size(self.spec.pool) + 1).matches('^[0-9a-f]{4}(-[0-9a-f]{4}){7}$') && \
+isIP(self.spec.ip) && \
+ip(self.metadata.name.substring(size(self.spec.pool) + 1).replace('-', ':')) == ip(self.spec.ip)))";
+
 /// The lease of one IP address to one interface of one sandbox.
 ///
 /// The object carries no ownerReference to the Pod: its lifecycle follows the
 /// sandbox (CNI ADD creates it, CNI DEL deletes it), not the Pod object.
 #[allow(clippy::duplicated_attributes)] // kube(...) repeats printcolumn/selectable by design
-#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, KubeSchema)]
 #[kube(
     group = "netendpoint.dev",
     version = "v1alpha1",
@@ -99,13 +119,18 @@ pub const ANNOTATION_NEEDED_FOR: &str = "netendpoint.dev/needed-for";
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.pool", priority = 1),
     printcolumn(name = "Network", type_ = "string", json_path = ".spec.network", priority = 1),
     selectable = ".spec.containerID",
-    selectable = ".spec.node"
+    selectable = ".spec.node",
+    validation = Rule::new(RULE_SPEC_IMMUTABLE).message("spec is immutable: a lease never moves to another IP, node or sandbox"),
+    validation = Rule::new(RULE_IP_IS_ADDRESS).message("spec.ip must be an IP address (IPv4-mapped IPv6 addresses are not leased)"),
+    validation = Rule::new(RULE_NAME_IS_POOL_AND_IP).message("metadata.name must be spec.pool + '.' + the encoded spec.ip (see endpoint_name)")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkEndpointSpec {
     /// Pool the IP was allocated from.
+    #[schemars(length(min = 1, max = 213))]
     pub pool: String,
     /// The leased address, in canonical text form (`10.244.0.17`, `fd00::11`).
+    #[schemars(length(min = 2, max = 45))]
     pub ip: String,
     /// Prefix length of the subnet the address belongs to.
     #[schemars(schema_with = "prefix_length_schema")]
@@ -119,6 +144,7 @@ pub struct NetworkEndpointSpec {
     #[serde(rename = "containerID")]
     pub container_id: String,
     /// Node the sandbox runs on.
+    #[schemars(length(max = 253))]
     pub node: String,
     /// The Pod the sandbox belongs to, when the runtime said so in CNI_ARGS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -317,9 +343,9 @@ pub mod duration {
 }
 
 /// The CRD manifest as YAML, exactly as `crdgen` writes it to `deploy/crd.yaml`.
-pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     use kube::CustomResourceExt;
-    serde_yaml::to_string(&NetworkEndpoint::crd())
+    serde_saphyr::to_string(&NetworkEndpoint::crd())
 }
 
 #[cfg(test)]

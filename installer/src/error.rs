@@ -38,6 +38,13 @@ pub enum Error {
     /// The node name is not a valid Node object name.
     #[error("node name {0:?} (from --node-name or NODE_NAME) is not a DNS-1123 subdomain")]
     BadNodeName(String),
+    /// Minting the plugin's token with the TokenRequest API failed.
+    #[error("cannot mint the plugin's token: {0}")]
+    Mint(String),
+    /// The readiness check failed: the installed credentials do not work,
+    /// belong to another node, or expire too soon.
+    #[error("credentials not ready: {0}")]
+    NotReady(String),
 }
 
 /// `Result` with the installer's [`Error`].

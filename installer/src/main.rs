@@ -32,8 +32,10 @@
 //! flag also reads an environment variable (`--help` lists them); an unknown
 //! flag or a bad value is an error (exit 2) that names the flag.
 
+mod check;
 mod error;
 mod files;
+mod mint;
 mod options;
 mod sync;
 
@@ -74,7 +76,7 @@ async fn run_loop(mut installer: Installer) {
             _ = term.recv() => break,
             _ = int.recv() => break,
             () = tokio::time::sleep(interval) => {
-                if let Err(e) = installer.sync() {
+                if let Err(e) = installer.sync().await {
                     error!(error = %e, "sync failed; retrying");
                 }
             }
@@ -86,7 +88,7 @@ async fn run_loop(mut installer: Installer) {
 async fn run_loop_without_signals(mut installer: Installer) {
     loop {
         tokio::time::sleep(installer.opts.interval).await;
-        if let Err(e) = installer.sync() {
+        if let Err(e) = installer.sync().await {
             error!(error = %e, "sync failed; retrying");
         }
     }
@@ -106,6 +108,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            error!(error = %e, "cannot start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    if opts.check {
+        return rt.block_on(run_check(&opts));
+    }
     info!(
         node = %opts.node_name.as_deref().unwrap_or_default(),
         cni_bin_dir = %opts.cni_bin_dir.display(),
@@ -113,10 +125,11 @@ fn main() -> ExitCode {
         server = %opts.server,
         interval = ?opts.interval,
         once = opts.once,
+        mint_for = ?opts.mint_for.as_ref().map(|t| format!("{}/{}", t.namespace, t.name)),
         "starting"
     );
     let mut installer = Installer::new(opts);
-    let first = installer.sync();
+    let first = rt.block_on(installer.sync());
     if installer.opts.once {
         return match first {
             Ok(()) => {
@@ -132,13 +145,24 @@ fn main() -> ExitCode {
     if let Err(e) = first {
         error!(error = %e, "install failed; retrying");
     }
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            error!(error = %e, "cannot start the runtime");
-            return ExitCode::FAILURE;
-        }
-    };
     rt.block_on(run_loop(installer));
     ExitCode::SUCCESS
+}
+
+/// `--check`: exit 0 when the installed credentials work for this node.
+async fn run_check(opts: &Options) -> ExitCode {
+    let Some(node) = opts.node_name.as_deref() else {
+        error!(error = %Error::NoNodeName, "check failed");
+        return ExitCode::FAILURE;
+    };
+    match check::check(&opts.kubeconfig_dir, node, opts.check_min_validity, std::time::SystemTime::now()).await {
+        Ok(summary) => {
+            info!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!(error = %e, "check failed");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -76,6 +76,32 @@ pub struct Cli {
     #[arg(long, env = "NETENDPOINT_INSTALL_ONCE", value_name = "BOOL", action = ArgAction::Set,
         num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     once: bool,
+    /// Mint the plugin's token for this ServiceAccount (`NAMESPACE/NAME`)
+    /// with the TokenRequest API, bound to this node's Node object, instead
+    /// of copying --token-src (which then only authenticates the installer)
+    #[arg(long, env = "NETENDPOINT_INSTALL_MINT_FOR", value_name = "NAMESPACE/NAME")]
+    mint_for: Option<crate::mint::Target>,
+    /// Lifetime of a minted token; it is replaced after 40 to 50 % of it
+    #[arg(long, env = "NETENDPOINT_INSTALL_TOKEN_TTL", value_name = "DURATION", default_value = "24h",
+        value_parser = token_ttl)]
+    token_ttl: Duration,
+    /// Check the installed credentials (SelfSubjectReview, node, expiry) and exit: the readiness probe
+    #[arg(long, env = "NETENDPOINT_INSTALL_CHECK", value_name = "BOOL", action = ArgAction::Set,
+        num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    check: bool,
+    /// --check fails when the installed token expires sooner than this
+    #[arg(long, env = "NETENDPOINT_INSTALL_CHECK_MIN_VALIDITY", value_name = "DURATION", default_value = "30m",
+        value_parser = positive_duration)]
+    check_min_validity: Duration,
+}
+
+/// A token lifetime the API server accepts (10 minutes or more) and the
+/// refresh can keep ahead of (at most 7 days).
+fn token_ttl(s: &str) -> Result<Duration, String> {
+    match netendpoint_crd::duration::parse(s) {
+        Some(d) if d >= Duration::from_secs(600) && d <= Duration::from_secs(7 * 86_400) => Ok(d),
+        _ => Err("expected a duration from 10m to 168h".into()),
+    }
 }
 
 /// A file name with no directory part, not hidden.
@@ -125,6 +151,14 @@ pub struct Options {
     pub interval: Duration,
     /// Sync once and exit.
     pub once: bool,
+    /// Mint the plugin's node-bound token for this ServiceAccount instead of copying `token_src`.
+    pub mint_for: Option<crate::mint::Target>,
+    /// Lifetime of a minted token.
+    pub token_ttl: Duration,
+    /// Run the readiness check and exit.
+    pub check: bool,
+    /// The shortest remaining token lifetime the check accepts.
+    pub check_min_validity: Duration,
 }
 
 impl Options {
@@ -166,6 +200,10 @@ impl Options {
             net_conf_optional: cli.net_conf_optional,
             interval: cli.interval,
             once: cli.once,
+            mint_for: cli.mint_for,
+            token_ttl: cli.token_ttl,
+            check: cli.check,
+            check_min_validity: cli.check_min_validity,
         })
     }
 }

@@ -11,6 +11,7 @@ use tracing::info;
 
 use crate::error::{Error, Result, io_err};
 use crate::files::{Change, install_bytes, install_file, read, trim_ascii};
+use crate::mint::Minter;
 use crate::options::Options;
 
 /// File names inside the kubeconfig directory.
@@ -56,20 +57,22 @@ pub struct Installer {
     plugin_installed: Option<(u64, std::time::SystemTime)>,
     /// Whether we already warned that the optional network config is absent.
     warned_no_net_conf: bool,
+    /// With `--mint-for`: mints the plugin's node-bound token.
+    minter: Option<Minter>,
 }
 
 impl Installer {
     /// An installer that has installed nothing yet.
     pub fn new(opts: Options) -> Self {
-        Self { opts, plugin_installed: None, warned_no_net_conf: false }
+        Self { opts, plugin_installed: None, warned_no_net_conf: false, minter: None }
     }
 
     /// One pass over everything; stops at the first failure so later steps
     /// (the network config) never get ahead of earlier ones (plugin,
     /// credentials, node name).
-    pub fn sync(&mut self) -> Result<()> {
+    pub async fn sync(&mut self) -> Result<()> {
         self.sync_plugin()?;
-        self.sync_credentials()?;
+        self.sync_credentials().await?;
         self.sync_node_name()?;
         self.sync_net_conf()
     }
@@ -96,8 +99,36 @@ impl Installer {
         Ok(())
     }
 
-    fn sync_credentials(&mut self) -> Result<()> {
-        let dir = &self.opts.kubeconfig_dir;
+    /// The plugin's token: minted (`--mint-for`) or the projected one.
+    async fn plugin_token(&mut self) -> Result<Vec<u8>> {
+        if let Some(target) = &self.opts.mint_for {
+            if self.minter.is_none() {
+                let node = self.opts.node_name.clone().ok_or(Error::NoNodeName)?;
+                if !netendpoint_crd::is_dns1123_subdomain(&node) {
+                    return Err(Error::BadNodeName(node));
+                }
+                let o = &self.opts;
+                self.minter =
+                    Some(Minter::new(&o.server, &o.ca_src, &o.token_src, target.clone(), node, o.token_ttl).await?);
+            }
+            if let Some(minter) = self.minter.as_mut() {
+                return Ok(minter.token(std::time::SystemTime::now()).await?.to_vec());
+            }
+        }
+        let token = read(&self.opts.token_src, "read token")?;
+        let token = trim_ascii(&token);
+        if token.is_empty() || token.iter().any(|b| b.is_ascii_whitespace() || !b.is_ascii_graphic()) {
+            // Never echo the content: it may be a (damaged) token.
+            return Err(Error::BadContent {
+                path: self.opts.token_src.display().to_string(),
+                reason: "is not a bearer token (empty or not a single printable word)".into(),
+            });
+        }
+        Ok(token.to_vec())
+    }
+
+    async fn sync_credentials(&mut self) -> Result<()> {
+        let dir = &self.opts.kubeconfig_dir.clone();
         fs::create_dir_all(dir).map_err(io_err("create", dir))?;
         // Only root (the plugin runs as root) may read the credentials.
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io_err("chmod", dir))?;
@@ -113,17 +144,10 @@ impl Installer {
             info!(dest = %dir.join(CA_FILE).display(), "installed cluster CA");
         }
 
-        let token = read(&self.opts.token_src, "read token")?;
-        let token = trim_ascii(&token);
-        if token.is_empty() || token.iter().any(|b| b.is_ascii_whitespace() || !b.is_ascii_graphic()) {
-            // Never echo the content: it may be a (damaged) token.
-            return Err(Error::BadContent {
-                path: self.opts.token_src.display().to_string(),
-                reason: "is not a bearer token (empty or not a single printable word)".into(),
-            });
-        }
-        if install_bytes(&dir.join(TOKEN_FILE), token, 0o600)? == Change::Written {
-            info!(dest = %dir.join(TOKEN_FILE).display(), src = %self.opts.token_src.display(), "installed ServiceAccount token (rotated or first install)");
+        let token = self.plugin_token().await?;
+        if install_bytes(&dir.join(TOKEN_FILE), &token, 0o600)? == Change::Written {
+            let source = if self.opts.mint_for.is_some() { "TokenRequest" } else { "projected" };
+            info!(dest = %dir.join(TOKEN_FILE).display(), source, "installed ServiceAccount token for the plugin (new, rotated or first install)");
         }
 
         let kubeconfig = render_kubeconfig(&self.opts.server);

@@ -371,6 +371,8 @@ pub fn first_ip(result: &serde_json::Value) -> std::net::IpAddr {
 pub const DEPLOY_NAMESPACE: &str = "netendpoint-system";
 /// ServiceAccount of the CNI plugin (and of the installer pod that projects its token).
 pub const CNI_SERVICE_ACCOUNT: &str = "netendpoint-cni";
+/// ServiceAccount of the installer DaemonSet, which mints the plugin's token.
+pub const INSTALLER_SERVICE_ACCOUNT: &str = "netendpoint-installer";
 /// ServiceAccount of the watcher-example agent.
 pub const WATCHER_SERVICE_ACCOUNT: &str = "netendpoint-watcher-example";
 
@@ -404,6 +406,43 @@ pub fn apply_deploy() {
         }
         panic!("RBAC for {sa} did not take effect");
     });
+    POLICIES.call_once(wait_for_admission_policies);
+}
+
+static POLICIES: std::sync::Once = std::sync::Once::new();
+
+/// Waits until the API server enforces each admission policy of deploy/:
+/// a server-side dry run that each one must refuse is refused by it.
+fn wait_for_admission_policies() {
+    let probe = |policy: &str, as_user: Option<&str>, labels: &str| -> bool {
+        let manifest = format!(
+            "{{\"apiVersion\":\"netendpoint.dev/v1alpha1\",\"kind\":\"NetworkEndpoint\",\"metadata\":{{\"name\":\"policy-probe.10.0.0.1\",\"labels\":{labels}}},\"spec\":{{\"pool\":\"policy-probe\",\"ip\":\"10.0.0.1\",\"prefixLength\":24,\"ifName\":\"eth0\",\"containerID\":\"probe\",\"node\":\"probe\"}}}}"
+        );
+        let mut cmd = Command::new(repo_root().join("tests/bin/kubectl"));
+        cmd.arg("--kubeconfig").arg(kubeconfig()).args(["create", "--dry-run=server", "-f", "-"]);
+        if let Some(user) = as_user {
+            cmd.args(["--as", user, "--as-group", "system:masters"]);
+        }
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(manifest.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).contains(&format!("ValidatingAdmissionPolicy '{policy}'"))
+    };
+    let plugin = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{CNI_SERVICE_ACCOUNT}");
+    let stranger = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:policy-probe");
+    for _ in 0..300 {
+        if probe("netendpoint-lease-integrity", None, "{\"netendpoint.dev/node\":\"elsewhere\"}")
+            && probe("netendpoint-plugin", Some(&plugin), "{}")
+            && probe("netendpoint-agent", Some(&stranger), "{}")
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the admission policies of deploy/ did not take effect");
 }
 
 /// Mints a token for ServiceAccount `ns/name` with the TokenRequest API and
@@ -416,6 +455,56 @@ pub fn sa_kubeconfig(ns: &str, name: &str, out: &Path, token_out: Option<&Path>)
     }
     let res = cmd.output().unwrap();
     assert!(res.status.success(), "sa-kubeconfig {ns}/{name}: {}", String::from_utf8_lossy(&res.stderr));
+}
+
+/// Mints a token for ServiceAccount `ns/name` with the TokenRequest API,
+/// bound to the Node object `node` (registered first): the API server then
+/// puts `authentication.kubernetes.io/node-name=<node>` in the caller's user
+/// info, which the admission policies in deploy/ read.
+pub fn node_bound_token(ns: &str, name: &str, node: &str) -> String {
+    ensure_node(node);
+    bound_token(ns, name, "Node", node)
+}
+
+/// Mints a token for ServiceAccount `ns/name` bound to the object `kind`
+/// `name` (`Node`, or `Pod` in `ns`), valid for an hour or until that object
+/// is deleted.
+pub fn bound_token(ns: &str, sa: &str, kind: &str, name: &str) -> String {
+    let out = kubectl(&[
+        "create",
+        "token",
+        sa,
+        "-n",
+        ns,
+        "--bound-object-kind",
+        kind,
+        "--bound-object-name",
+        name,
+        "--duration",
+        "1h",
+    ]);
+    assert!(
+        out.status.success(),
+        "token for {ns}/{sa} bound to {kind} {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Writes a kubeconfig for the test API server that authenticates with `token`.
+pub fn token_kubeconfig(token: &str, out: &Path) {
+    let (server, _) = server_and_ca();
+    let ca = testenv_dir().join("pki/ca.crt");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: sa\ncurrent-context: test\n",
+        ca.display()
+    );
+    std::fs::write(out, yaml).unwrap();
+}
+
+/// A kubeconfig at `out` for ServiceAccount `ns/name` with a token bound to Node `node`.
+pub fn node_bound_kubeconfig(ns: &str, name: &str, node: &str, out: &Path) {
+    token_kubeconfig(&node_bound_token(ns, name, node), out);
 }
 
 /// Mints only a bare token for ServiceAccount `ns/name` into `token_out`.
@@ -537,6 +626,7 @@ impl AgentProc {
             .arg(kubeconfig())
             .arg("--metrics-addr")
             .arg(format!("127.0.0.1:{port}"))
+            .arg("--serve-rules")
             .arg("--dataplane")
             .arg(&opts.dataplane)
             .arg("--state-file")

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE};
+use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, INSTALLER_SERVICE_ACCOUNT};
 use serde_json::json;
 
 /// A fake node: the host's CNI dirs, and the pod's projected credentials
@@ -93,20 +93,24 @@ impl Host {
     }
 }
 
-fn mint_plugin_token(dir: &h::TempDir, name: &str) -> Vec<u8> {
-    let path = dir.join(name);
-    h::sa_token(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &path);
-    fs::read(path).unwrap()
+/// A fresh plugin token, bound to the installer's node as the plugin policy requires.
+fn mint_plugin_token(_dir: &h::TempDir, _name: &str) -> Vec<u8> {
+    // Bound to the node the installer runs on, as the plugin policy requires.
+    h::node_bound_token(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, "node-installer").into_bytes()
 }
 
 /// ADD then DEL with the installed kubeconfig; returns the ADD's (ok, stdout, stderr).
 fn plugin_add_del(kubeconfig: &Path) -> (bool, serde_json::Value, String) {
+    plugin_add_del_on(kubeconfig, "node-installer")
+}
+
+/// ADD then DEL on `node` with `kubeconfig`; returns the ADD's (ok, stdout, stderr).
+fn plugin_add_del_on(kubeconfig: &Path, node: &str) -> (bool, serde_json::Value, String) {
     let pool = h::unique("deploy-inst");
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.78.0.0/28"}]]));
     ipam["kubeconfig"] = json!(kubeconfig);
-    h::ensure_node("node-installer");
-    h::ensure_node("node-installer");
-    ipam["nodeName"] = json!("node-installer");
+    h::ensure_node(node);
+    ipam["nodeName"] = json!(node);
     let conf = json!({"cniVersion": "1.1.0", "name": pool, "ipam": ipam});
     let ctr = h::unique("ctr-inst");
     let env = [("CNI_CONTAINERID", ctr.as_str())];
@@ -279,8 +283,10 @@ fn installs_a_network_config_only_when_valid() {
 fn daemonset_args_install_a_working_plugin() {
     h::apply_deploy();
     let mut host = Host::new();
-    let tokens = h::TempDir::new("deploy-tokens");
-    host.project_token(&mint_plugin_token(&tokens, "t1"));
+    // The DaemonSet's args mint the plugin's token: the projected token is
+    // the installer's own, which names its node.
+    let own = h::node_bound_token(DEPLOY_NAMESPACE, INSTALLER_SERVICE_ACCOUNT, "node-installer");
+    host.project_token(own.as_bytes());
     let out = h::kubectl(&[
         "get",
         "ds",
@@ -322,6 +328,8 @@ fn daemonset_args_install_a_working_plugin() {
     assert_eq!(host.installed_node_name().as_deref(), Some("node-installer"), "nodename holds NODE_NAME");
     let (ok, add, err) = plugin_add_del(&kc);
     assert!(ok, "plugin ADD with the kubeconfig from the DaemonSet's args: {add} {err}");
+    assert!(!host.installed_token().is_empty() && host.installed_token() != own.as_bytes(), "a minted token");
+    assert!(!log.contains(&own) && !log.contains(String::from_utf8_lossy(&host.installed_token()).as_ref()));
 }
 
 /// The node name goes to `<kubeconfig-dir>/nodename`: from NODE_NAME, or
@@ -353,4 +361,144 @@ fn writes_the_node_name_for_the_plugin() {
     assert!(!out.status.success(), "no node name must fail the install: {log}");
     assert!(log.contains("NODE_NAME") && log.contains("--node-name"), "{log}");
     assert_eq!(host.installed_node_name().as_deref(), Some("node-flag.example"), "failures leave the file as it was");
+}
+
+/// Creates a Pod object scheduled to `node` that runs as `sa` (no kubelet
+/// runs it: the object is what a Pod-bound token is bound to).
+fn create_pod(name: &str, sa: &str, node: &str) {
+    h::ensure_node(node);
+    let manifest = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": DEPLOY_NAMESPACE},
+        "spec": {"nodeName": node, "serviceAccountName": sa, "automountServiceAccountToken": false,
+                 "containers": [{"name": "c", "image": "installer"}]},
+    });
+    let file = h::TempDir::new("pod");
+    fs::write(file.join("pod.json"), manifest.to_string()).unwrap();
+    let out = h::kubectl(&["create", "-f", file.join("pod.json").to_str().unwrap()]);
+    assert!(out.status.success(), "create pod {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Deletes a Pod object at once, as the kubelet confirms a pod's deletion.
+fn delete_pod(name: &str) {
+    let out = h::kubectl(&["delete", "pod", name, "-n", DEPLOY_NAMESPACE, "--grace-period=0", "--force"]);
+    assert!(out.status.success(), "delete pod {name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `netendpoint-install --check` against `host`'s installed credentials for `node`.
+fn check(host: &Host, node: &str) -> (bool, String) {
+    let out = host.installer(&["--check"]).env("NODE_NAME", node).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The installer mints the plugin's token bound to its Node. The plugin keeps
+/// working after the installer pod object is deleted (a rollout, an
+/// uninstall), while a copy of a Pod-bound token, the old way, stops working
+/// once the API server notices its pod is gone. The readiness check tells
+/// the two apart, and the installer cannot mint for another node.
+#[test]
+fn minted_credentials_outlive_the_installer_pod_and_a_pod_bound_copy_does_not() {
+    h::apply_deploy();
+    let node = h::unique("cred-node");
+    let other = h::unique("cred-other");
+    h::ensure_node(&other);
+    let (minting_pod, copying_pod) = (h::unique("installer-mint"), h::unique("installer-copy"));
+    create_pod(&minting_pod, INSTALLER_SERVICE_ACCOUNT, &node);
+    create_pod(&copying_pod, CNI_SERVICE_ACCOUNT, &node);
+
+    // New way: the projected token is the installer pod's own; it mints the plugin's.
+    let mut minting = Host::new();
+    let installer_token = h::bound_token(DEPLOY_NAMESPACE, INSTALLER_SERVICE_ACCOUNT, "Pod", &minting_pod);
+    minting.project_token(installer_token.as_bytes());
+    let mint = format!("--mint-for={DEPLOY_NAMESPACE}/{CNI_SERVICE_ACCOUNT}");
+    let out = minting.installer(&["--once", &mint]).env("NODE_NAME", &node).output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "minting install: {log}");
+    assert!(log.contains("minted node-bound plugin token"), "{log}");
+    let minted = String::from_utf8(minting.installed_token()).unwrap();
+    assert!(!log.contains(&minted) && !log.contains(&installer_token), "a token reached the log: {log}");
+    let minted_expiry = token_expiry_secs(&minted) - now_secs();
+    assert!((86_000..=86_400).contains(&minted_expiry), "24h by default: {minted_expiry}s");
+
+    // It may not mint for another node: refused by the API server.
+    let mut stray = Host::new();
+    stray.project_token(installer_token.as_bytes());
+    let out = stray.installer(&["--once", &mint]).env("NODE_NAME", &other).output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && log.contains("may mint only tokens bound to its own Node object"), "{log}");
+    assert!(stray.installed_token().is_empty());
+
+    // Old way: a copy of a Pod-bound token of the plugin's ServiceAccount.
+    let mut copying = Host::new();
+    copying.project_token(h::bound_token(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, "Pod", &copying_pod).as_bytes());
+    let out = copying.installer(&["--once"]).env("NODE_NAME", &node).output().unwrap();
+    assert!(out.status.success(), "copying install: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Both work while the pods exist, and both pass the readiness check.
+    for (what, host) in [("minted", &minting), ("copied", &copying)] {
+        let (ok, log) = check(host, &node);
+        assert!(ok, "{what}: check: {log}");
+        let (ok, add, err) = plugin_add_del_on(&host.kube_dir().join("kubeconfig"), &node);
+        assert!(ok, "{what}: ADD while the pod exists: {add} {err}");
+    }
+    let (ok, log) = check(&minting, &other);
+    assert!(!ok && log.contains("bound to node"), "the check names the node: {log}");
+    let (ok, log) = minting
+        .installer(&["--check", "--check-min-validity=25h"])
+        .env("NODE_NAME", &node)
+        .output()
+        .map(|o| (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned()))
+        .unwrap();
+    assert!(!ok && log.contains("expires in"), "the check refuses a token that expires too soon: {log}");
+
+    // The installer pods are deleted (a rollout, or uninstall step 2).
+    delete_pod(&minting_pod);
+    delete_pod(&copying_pod);
+    // The copy dies as soon as the API server's token cache notices.
+    let dead = |host: &Host| !check(host, &node).0;
+    let mut waited = 0;
+    while !dead(&copying) {
+        assert!(waited < 600, "the Pod-bound copy still works a minute after its pod was deleted");
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+    let (ok, _, err) = plugin_add_del_on(&copying.kube_dir().join("kubeconfig"), &node);
+    assert!(!ok && err.contains("401"), "ADD with a Pod-bound copy after its pod is gone: {err}");
+    // The minted token keeps working: the readiness check and ADD/DEL.
+    let (ok, log) = check(&minting, &node);
+    assert!(ok, "minted credentials after the installer pod is gone: {log}");
+    let (ok, add, err) = plugin_add_del_on(&minting.kube_dir().join("kubeconfig"), &node);
+    assert!(ok, "ADD with minted credentials after the installer pod is gone: {add} {err}");
+    eprintln!(
+        "pod-bound copy refused {} ms after its pod was deleted; minted token valid {minted_expiry}s",
+        waited * 100
+    );
+}
+
+fn now_secs() -> i64 {
+    i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()).unwrap()
+}
+
+/// The `exp` claim of a JWT, read with `kubectl`-free plain decoding.
+fn token_expiry_secs(token: &str) -> i64 {
+    let payload = token.split('.').nth(1).unwrap();
+    let mut bytes = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in payload.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            _ => 63,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            bytes.push(((acc >> bits) & 0xff) as u8);
+        }
+    }
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    claims["exp"].as_i64().unwrap()
 }

@@ -6,7 +6,9 @@
 
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use netendpoint_crd::NetworkEndpoint;
-use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT};
+use netendpoint_tests::{
+    self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, INSTALLER_SERVICE_ACCOUNT, WATCHER_SERVICE_ACCOUNT,
+};
 use serde_json::json;
 
 fn sa_user(name: &str) -> String {
@@ -58,6 +60,17 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
     assert!(built.status.success(), "{}", stderr(&built));
     let yaml = String::from_utf8(built.stdout).unwrap();
     assert!(yaml.contains("image: registry.example.com/ne:dev") && yaml.contains("image: registry.example.com/we:dev"));
+    // Pinned by digest, as docs/install.md shows.
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let pinned = std::fs::read_to_string(overlay.join("kustomization.yaml")).unwrap().replace(
+        "newName: registry.example.com/ne\n    newTag: dev",
+        &format!("newName: registry.example.com/ne\n    digest: {digest}"),
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), pinned).unwrap();
+    let built = h::kubectl(&["kustomize", overlay.0.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    let yaml = String::from_utf8(built.stdout).unwrap();
+    assert!(yaml.contains(&format!("image: registry.example.com/ne@{digest}")), "{yaml}");
 
     // A server dry run validates every object (schemas, admission, PodSecurity,
     // priority class). It cannot create objects in a namespace that does not
@@ -71,6 +84,8 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
         assert!(dry_out.contains(obj), "{obj} missing from: {dry_out}");
     }
     assert!(!stderr(&dry).contains("would violate PodSecurity"), "{}", stderr(&dry));
+    let netpol = h::kubectl(&["apply", "--dry-run=server", "-f", &format!("{deploy}/examples/networkpolicy.yaml")]);
+    assert!(netpol.status.success(), "example NetworkPolicy: {}", stderr(&netpol));
 
     h::apply_deploy();
     for obj in [
@@ -91,7 +106,17 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
     let spec = &ds["spec"]["template"]["spec"];
     assert_eq!(spec["hostNetwork"], true);
     assert_eq!(spec["automountServiceAccountToken"], false);
-    assert_eq!(spec["serviceAccountName"], CNI_SERVICE_ACCOUNT);
+    assert_eq!(spec["serviceAccountName"], "netendpoint-installer");
+    let container = &spec["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--mint-for=netendpoint-system/netendpoint-cni"), "{args:?}");
+    let probe: Vec<&str> = container["readinessProbe"]["exec"]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(probe.contains(&"--check"), "the readiness probe checks the plugin's credentials: {probe:?}");
     let sources = spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "plugin-credentials").unwrap();
     let token = &sources["projected"]["sources"][0]["serviceAccountToken"];
     assert_eq!(token["expirationSeconds"], 3600);
@@ -123,15 +148,27 @@ fn service_accounts_have_least_privilege() {
         assert!(can_i(WATCHER_SERVICE_ACCOUNT, &["create", res, "-n", "default"]), "watcher must create {res}");
     }
 
-    for sa in [CNI_SERVICE_ACCOUNT, WATCHER_SERVICE_ACCOUNT] {
+    for sa in [CNI_SERVICE_ACCOUNT, WATCHER_SERVICE_ACCOUNT, INSTALLER_SERVICE_ACCOUNT] {
         for (verb, res) in [
             ("get", "secrets"),
             ("list", "secrets"),
             ("create", "pods"),
+            // A grant of `patch` is write access in its own right: it can do
+            // whatever `update` can, so each is refused on its own.
             ("update", "nodes"),
+            ("patch", "nodes"),
+            ("patch", "pods"),
+            ("patch", "secrets"),
+            ("patch", "serviceaccounts"),
             ("update", nep),
             ("deletecollection", nep),
             ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+            ("patch", "customresourcedefinitions.apiextensions.k8s.io"),
+            ("patch", "validatingadmissionpolicies.admissionregistration.k8s.io"),
+            ("patch", "validatingadmissionpolicybindings.admissionregistration.k8s.io"),
+            ("delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io"),
+            ("patch", "configmaps"),
+            ("update", "configmaps"),
         ] {
             for ns in ["default", DEPLOY_NAMESPACE, "kube-system"] {
                 assert!(!can_i(sa, &[verb, res, "-n", ns]), "{sa} must not {verb} {res} in {ns}");
@@ -142,6 +179,38 @@ fn service_accounts_have_least_privilege() {
         assert!(!can_i(WATCHER_SERVICE_ACCOUNT, &[verb, nep]), "watcher must not {verb} NetworkEndpoints");
     }
     assert!(!can_i(WATCHER_SERVICE_ACCOUNT, &["get", "nodes"]), "watcher needs no nodes");
+    // The installer mints the plugin's token and nothing else.
+    let can_mint = |who: &str, for_sa: &str| {
+        can_i(who, &["create", &format!("serviceaccounts/{for_sa}"), "--subresource=token", "-n", DEPLOY_NAMESPACE])
+    };
+    assert!(can_mint(INSTALLER_SERVICE_ACCOUNT, CNI_SERVICE_ACCOUNT), "the installer mints the plugin's token");
+    for other in [WATCHER_SERVICE_ACCOUNT, INSTALLER_SERVICE_ACCOUNT] {
+        assert!(!can_mint(INSTALLER_SERVICE_ACCOUNT, other), "the installer mints for {other}");
+    }
+    for verb in ["get", "list", "create", "delete", "patch"] {
+        assert!(!can_i(INSTALLER_SERVICE_ACCOUNT, &[verb, nep]), "installer must not {verb} NetworkEndpoints");
+    }
+    assert!(!can_mint(CNI_SERVICE_ACCOUNT, CNI_SERVICE_ACCOUNT), "the plugin mints no tokens");
+
+    // Every identity of deploy/ that may write leases (patch and update count
+    // alike) is held by an admission policy: the plugin by netendpoint-plugin,
+    // an agent by netendpoint-agent through its entry in the agents ConfigMap.
+    let agents = h::kubectl(&["get", "configmap", "netendpoint-agents", "-n", DEPLOY_NAMESPACE, "-o", "json"]);
+    let agents: serde_json::Value = serde_json::from_slice(&agents.stdout).unwrap();
+    let sas =
+        h::kubectl(&["get", "serviceaccounts", "-n", DEPLOY_NAMESPACE, "-o", "jsonpath={.items[*].metadata.name}"]);
+    let sas = String::from_utf8(sas.stdout).unwrap();
+    let mut writers = Vec::new();
+    for sa in sas.split_whitespace().filter(|s| *s != "default") {
+        if ["patch", "update"].iter().any(|verb| can_i(sa, &[verb, nep])) {
+            writers.push(sa.to_string());
+            let registered = agents["data"].get(format!("{DEPLOY_NAMESPACE}.{sa}")).is_some();
+            assert!(sa == CNI_SERVICE_ACCOUNT || registered, "{sa} may write leases but no admission policy holds it");
+        }
+    }
+    assert!(
+        writers.contains(&CNI_SERVICE_ACCOUNT.to_string()) && writers.contains(&WATCHER_SERVICE_ACCOUNT.to_string())
+    );
 }
 
 /// The controller's ServiceAccount: what it must and must not do.
@@ -192,9 +261,9 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     h::apply_deploy();
     let dir = h::TempDir::new("deploy-rbac-cni");
     let kc = dir.join("kubeconfig");
-    h::sa_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &kc, None);
     let pool = h::unique("rbac-cni");
     let node = h::unique("rbac-node");
+    h::node_bound_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &node, &kc);
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.1.0/29"}]]));
     ipam["kubeconfig"] = json!(kc);
     h::ensure_node(&node);
@@ -258,9 +327,9 @@ async fn watcher_can_watch_and_ack_but_not_lease() {
     h::apply_deploy();
     let dir = h::TempDir::new("deploy-rbac-watcher");
     let kc = dir.join("kubeconfig");
-    h::sa_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &kc, None);
     let pool = h::unique("rbac-watch");
     let node = h::unique("rbac-wnode");
+    h::node_bound_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &node, &kc);
     let ep = h::lease(&pool, "10.77.2.5", "ctr-watcher-rbac", &node, &["watcher.netendpoint.dev/rules"]);
     let name = ep.metadata.name.clone().unwrap();
 
@@ -377,9 +446,11 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
     h::apply_deploy();
     let dir = h::TempDir::new("deploy-e2e");
     let (plugin_kc, watcher_kc) = (dir.join("plugin.kubeconfig"), dir.join("watcher.kubeconfig"));
-    h::sa_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &plugin_kc, None);
-    h::sa_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &watcher_kc, None);
     let node = h::unique("e2e-node");
+    // Node-bound tokens, as the installer and the kubelet provide them: the
+    // admission policies refuse tokens that name no node.
+    h::node_bound_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &node, &plugin_kc);
+    h::node_bound_kubeconfig(DEPLOY_NAMESPACE, WATCHER_SERVICE_ACCOUNT, &node, &watcher_kc);
 
     let out = h::kubectl(&[
         "get",
@@ -399,6 +470,8 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
         .map(|a| {
             if a.starts_with("--metrics-addr=") {
                 format!("--metrics-addr={addr}")
+            } else if a.starts_with("--probe-addr=") {
+                "--probe-addr=127.0.0.1:0".to_string()
             } else {
                 a.replace("$(NODE_NAME)", &node)
             }

@@ -59,9 +59,16 @@ struct Flags {
     /// Kubeconfig [default: in-cluster config, then KUBECONFIG]
     #[arg(long, env = "WATCHER_KUBECONFIG", value_name = "PATH")]
     kubeconfig: Option<PathBuf>,
-    /// Where /metrics, /healthz, /readyz and /rules are served
+    /// Where /metrics, /healthz, /readyz (and /rules with --serve-rules) are served; localhost by default
     #[arg(long, env = "WATCHER_METRICS_ADDR", value_name = "ADDR", default_value = "127.0.0.1:9464")]
     metrics_addr: SocketAddr,
+    /// Also serve /healthz and /readyz, and nothing else, here (for kubelet probes on the pod IP)
+    #[arg(long, env = "WATCHER_PROBE_ADDR", value_name = "ADDR")]
+    probe_addr: Option<SocketAddr>,
+    /// Serve /rules (the dataplane table as JSON, a debugging aid) on --metrics-addr
+    #[arg(long, env = "WATCHER_SERVE_RULES", value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1,
+        require_equals = true, default_missing_value = "true", default_value = "false")]
+    serve_rules: bool,
     /// The dataplane to program
     #[arg(long, env = "WATCHER_DATAPLANE", value_enum, default_value_t = DataplaneKind::Linux)]
     dataplane: DataplaneKind,
@@ -98,8 +105,12 @@ pub struct Config {
     pub lazy_finalizer: bool,
     /// `--kubeconfig`: otherwise in-cluster config or `KUBECONFIG` is inferred.
     pub kubeconfig: Option<PathBuf>,
-    /// `--metrics-addr` / `WATCHER_METRICS_ADDR`: where `/metrics` and `/healthz` are served.
+    /// `--metrics-addr` / `WATCHER_METRICS_ADDR`: where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_addr: SocketAddr,
+    /// `--probe-addr` / `WATCHER_PROBE_ADDR`: where only `/healthz` and `/readyz` are served, if anywhere.
+    pub probe_addr: Option<SocketAddr>,
+    /// `--serve-rules` / `WATCHER_SERVE_RULES`: whether `/rules` is served on `metrics_addr`.
+    pub serve_rules: bool,
     /// `--dataplane linux|memory` / `WATCHER_DATAPLANE`.
     pub dataplane: DataplaneKind,
     /// `--netns` / `WATCHER_NETNS`: the network namespace of the Linux dataplane.
@@ -135,6 +146,8 @@ impl Config {
             node: f.node,
             kubeconfig: f.kubeconfig,
             metrics_addr: f.metrics_addr,
+            probe_addr: f.probe_addr,
+            serve_rules: f.serve_rules,
             dataplane: f.dataplane,
             netns: f.netns,
             device: f.device,

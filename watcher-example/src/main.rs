@@ -56,8 +56,13 @@ async fn run(cfg: Config) -> Result<()> {
     };
     let agent = Arc::new(Agent::new(table, log, cfg.naive_ip_keyed));
     let client = controller::client(cfg.kubeconfig.as_deref()).await?;
-    let (_, serve) = http::bind(cfg.metrics_addr, agent.clone()).await?;
+    let endpoints = if cfg.serve_rules { http::Endpoints::WithRules } else { http::Endpoints::Metrics };
+    let (_, serve) = http::bind(cfg.metrics_addr, agent.clone(), endpoints).await?;
     tokio::spawn(serve);
+    if let Some(addr) = cfg.probe_addr {
+        let (_, serve) = http::bind(addr, agent.clone(), http::Endpoints::ProbesOnly).await?;
+        tokio::spawn(serve);
+    }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| Error::Io { path: "SIGTERM".into(), source })?;
     tokio::select! {

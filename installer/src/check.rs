@@ -1,0 +1,129 @@
+//! The readiness probe (`--check`): do the credentials the plugin will use
+//! work right now, for this node, and for long enough?
+//!
+//! It reads exactly what the plugin reads (`<kubeconfig-dir>/kubeconfig` and
+//! the token file it names), asks the API server who that is with a
+//! SelfSubjectReview, and passes only when the server answers with this
+//! node's name in `authentication.kubernetes.io/node-name` and the token's
+//! `exp` is at least `--check-min-validity` away. Until it passes, the
+//! DaemonSet's `rollout status` does not succeed.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, PostParams};
+
+use crate::error::{Error, Result};
+
+/// The user-info key in which the API server names a bound token's node.
+pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
+
+/// Checks the installed credentials; `Ok` carries a one-line summary.
+pub async fn check(kubeconfig_dir: &Path, node: &str, min_validity: Duration, now: SystemTime) -> Result<String> {
+    let token_path = kubeconfig_dir.join("token");
+    let token = std::fs::read(&token_path).map_err(crate::error::io_err("read token", &token_path))?;
+    let exp =
+        token_expiry(&token).ok_or_else(|| Error::NotReady("the token is not a JWT with an `exp` claim".into()))?;
+    let left = exp.duration_since(now).unwrap_or_default();
+    if left < min_validity {
+        return Err(Error::NotReady(format!(
+            "the token expires in {}s, less than --check-min-validity ({}s)",
+            left.as_secs(),
+            min_validity.as_secs()
+        )));
+    }
+    let path = kubeconfig_dir.join("kubeconfig");
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&path).map_err(|e| Error::NotReady(format!("{}: {e}", path.display())))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| Error::NotReady(format!("{}: {e}", path.display())))?;
+    let client = kube::Client::try_from(config).map_err(|e| Error::NotReady(format!("client: {e}")))?;
+    let review: SelfSubjectReview = serde_json::from_value(serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+    }))
+    .map_err(|e| Error::NotReady(format!("SelfSubjectReview: {e}")))?;
+    let answer = Api::<SelfSubjectReview>::all(client)
+        .create(&PostParams::default(), &review)
+        .await
+        .map_err(|e| Error::NotReady(format!("SelfSubjectReview with the plugin's credentials failed: {e}")))?;
+    let user = answer.status.and_then(|s| s.user_info).unwrap_or_default();
+    let bound_to = user.extra.as_ref().and_then(|e| e.get(NODE_NAME_EXTRA)).and_then(|v| v.first()).cloned();
+    if bound_to.as_deref() != Some(node) {
+        return Err(Error::NotReady(format!(
+            "the API server says the token is bound to node {bound_to:?}, not to {node:?}"
+        )));
+    }
+    Ok(format!(
+        "credentials of {} work for node {node} and expire in {}s",
+        user.username.unwrap_or_default(),
+        left.as_secs()
+    ))
+}
+
+/// The `exp` claim of a JWT, without checking its signature (the API server
+/// does that); `None` when `token` is no JWT or has no numeric `exp`.
+pub fn token_expiry(token: &[u8]) -> Option<SystemTime> {
+    let text = std::str::from_utf8(token).ok()?.trim();
+    let mut parts = text.split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let claims: serde_json::Value = serde_json::from_slice(&base64url_decode(payload)?).ok()?;
+    let exp = claims.get("exp")?.as_u64()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(exp))
+}
+
+/// Decodes unpadded base64url (RFC 4648 §5), as used in JWTs.
+fn base64url_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_decodes_without_padding() {
+        assert_eq!(base64url_decode("").unwrap(), b"");
+        assert_eq!(base64url_decode("Zg").unwrap(), b"f");
+        assert_eq!(base64url_decode("Zm8").unwrap(), b"fo");
+        assert_eq!(base64url_decode("Zm9v").unwrap(), b"foo");
+        assert_eq!(base64url_decode("-_8").unwrap(), [0xfb, 0xff]);
+        assert!(base64url_decode("Zm9v=").is_none());
+        assert!(base64url_decode("a+b").is_none());
+    }
+
+    #[test]
+    fn expiry_is_read_from_the_payload() {
+        // {"alg":"none"} . {"sub":"x","exp":1700000000} . sig
+        let token = b"eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4IiwiZXhwIjoxNzAwMDAwMDAwfQ.c2ln\n";
+        assert_eq!(token_expiry(token), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
+        for bad in
+            [&b"not-a-jwt"[..], b"a.b", b"a.b.c.d", b"eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.c2ln", b"\xff.\xff.\xff"]
+        {
+            assert_eq!(token_expiry(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
