@@ -205,7 +205,14 @@ fn service_accounts_have_least_privilege() {
         if ["patch", "update"].iter().any(|verb| can_i(sa, &[verb, nep])) {
             writers.push(sa.to_string());
             let registered = agents["data"].get(format!("{DEPLOY_NAMESPACE}.{sa}")).is_some();
-            assert!(sa == CNI_SERVICE_ACCOUNT || registered, "{sa} may write leases but no admission policy holds it");
+            // The controller is the one cluster-wide writer by design (cross-node
+            // reclaim and forced release); the CRD rules and the lease-integrity
+            // policy, which hold every caller, still keep spec and labels fixed.
+            let cluster_side = sa == "netendpoint-controller";
+            assert!(
+                sa == CNI_SERVICE_ACCOUNT || cluster_side || registered,
+                "{sa} may write leases but no admission policy holds it"
+            );
         }
     }
     assert!(
