@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod local;
 #[cfg(test)]
 mod memstore;
+pub mod nofollow;
 pub mod protocol;
 pub mod store;
 
@@ -220,7 +221,13 @@ fn truncate(s: &str) -> String {
 async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Client> {
     let path = conf.kubeconfig.display().to_string();
     let bad = |reason: String| Error::Kubeconfig { path: path.clone(), reason };
-    let kc = Kubeconfig::read_from(&conf.kubeconfig).map_err(|e| bad(e.to_string()))?;
+    // Read without following a link planted as the file itself; the
+    // kubeconfig must then carry its credentials inline or by absolute path.
+    let text = nofollow::read_to_string(&conf.kubeconfig).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => bad("is a symbolic link; the plugin does not follow one here".into()),
+        _ => bad(e.to_string()),
+    })?;
+    let kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(e.to_string()))?;
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| bad(e.to_string()))?;
@@ -247,7 +254,7 @@ fn init_logging(log: &config::LogConfig) {
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
+        nofollow::open_append(p).ok()
     });
     let default = if file.is_some() { LevelFilter::INFO } else { LevelFilter::WARN };
     // `IpamConfig::parse` admits only error, warn, info, debug and trace.

@@ -74,7 +74,13 @@ pub struct LocalState {
 
 impl LocalState {
     /// State kept under `data_dir` for `pool`.
+    /// A `data_dir` whose last component is a symbolic link is not used:
+    /// the plugin then keeps no hints (see the module docs), and says so.
     pub fn new(data_dir: &Path, pool: &str) -> Self {
+        if crate::nofollow::is_symlink(data_dir) {
+            warn!(path = %data_dir.display(), "ipam.dataDir is a symbolic link: not following it; keeping no node-local state");
+            return Self { root: None, pool: pool.to_string() };
+        }
         Self { root: Some(data_dir.to_path_buf()), pool: pool.to_string() }
     }
 

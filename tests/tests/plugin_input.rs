@@ -57,3 +57,40 @@ async fn malformed_container_id_or_ifname_is_code_4_and_leases_nothing() {
     assert!(ok, "valid DEL: {out} {err}");
     h::cleanup_pool(&pool).await;
 }
+
+/// `ipam.kubeconfig`, `ipam.log.file` and `ipam.dataDir` are not followed
+/// through a symbolic link planted as their last component: the kubeconfig
+/// is refused with code 104 naming the link, nothing is appended to the
+/// link's target, and a linked dataDir is left unused (the ADD still works).
+#[tokio::test]
+async fn planted_symlinks_in_config_paths_are_not_followed() {
+    let pool = h::unique("links");
+    let tmp = h::TempDir::new("links");
+    let victim = tmp.join("victim");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    let log_link = tmp.join("plugin.log");
+    std::os::unix::fs::symlink(&victim, &log_link).unwrap();
+    let kc_link = tmp.join("kubeconfig");
+    std::os::unix::fs::symlink(h::kubeconfig(), &kc_link).unwrap();
+    let real_data = tmp.join("real-data");
+    std::fs::create_dir_all(&real_data).unwrap();
+    let data_link = tmp.join("data");
+    std::os::unix::fs::symlink(&real_data, &data_link).unwrap();
+
+    let mut c = conf(&pool);
+    c["ipam"]["kubeconfig"] = json!(kc_link);
+    c["ipam"]["log"] = json!({"file": log_link, "level": "debug"});
+    let (ok, out, _) = invoke("ADD", &c, &h::attach_env("link-1"));
+    assert!(!ok && out["code"] == 104, "{out}");
+    assert!(out.to_string().contains("symbolic link"), "{out}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n", "nothing logged through the link");
+
+    // A linked dataDir: the ADD works and writes nothing through the link.
+    let mut c = conf(&pool);
+    c["ipam"]["dataDir"] = json!(data_link);
+    let (ok, out, err) = invoke("ADD", &c, &h::attach_env("link-2"));
+    assert!(ok, "{out} {err}");
+    assert_eq!(std::fs::read_dir(&real_data).unwrap().count(), 0, "no state written through the link");
+    assert!(!h::pool_endpoints(&pool).await.is_empty());
+    h::cleanup_pool(&pool).await;
+}
