@@ -6,6 +6,13 @@ cd "$(dirname "$0")/.."
 env_dir="${TESTENV:-$PWD/.testenv}"
 threads="${CARGO_TEST_THREADS:-2}"
 
+# A full disk shows up late and obscurely (a linker that cannot map its
+# output, an etcd that cannot create its WAL): say it first.
+free_gb=$(df -Pk . | awk 'NR==2 { print int($4 / 1048576) }')
+if [ "$free_gb" -lt 10 ]; then
+  echo "warning: only ${free_gb} GiB free on this file system; a cold build and test run needs about 10 GiB" >&2
+fi
+
 echo "== lint"
 scripts/lint.sh
 
