@@ -27,6 +27,7 @@ pub mod protocol;
 pub mod store;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -221,13 +222,15 @@ fn truncate(s: &str) -> String {
 async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Client> {
     let path = conf.kubeconfig.display().to_string();
     let bad = |reason: String| Error::Kubeconfig { path: path.clone(), reason };
-    // Read without following a link planted as the file itself; the
-    // kubeconfig must then carry its credentials inline or by absolute path.
+    // Read without following a link planted as the file itself.
     let text = nofollow::read_to_string(&conf.kubeconfig).map_err(|e| match e.raw_os_error() {
         Some(libc::ELOOP) => bad("is a symbolic link; the plugin does not follow one here".into()),
         _ => bad(e.to_string()),
     })?;
-    let kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(e.to_string()))?;
+    let mut kc = Kubeconfig::from_yaml(&text).map_err(|e| bad(e.to_string()))?;
+    if let Some(dir) = conf.kubeconfig.parent() {
+        resolve_relative_paths(&mut kc, dir);
+    }
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| bad(e.to_string()))?;
@@ -241,6 +244,26 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Clie
         resp
     });
     Ok(kube::client::ClientBuilder::try_from(cfg).map_err(|e| bad(e.to_string()))?.with_layer(&layer).build())
+}
+
+/// Makes the file paths a kubeconfig names relative to its own directory, as
+/// kubectl and client-go read them (the installer writes `ca.crt` and
+/// `token` beside the kubeconfig). Parsing from text, which the no-follow
+/// read needs, does not do this by itself.
+fn resolve_relative_paths(kc: &mut Kubeconfig, dir: &Path) {
+    let resolve = |p: &mut Option<String>| {
+        if let Some(path) = p.as_mut().filter(|s| !s.is_empty() && Path::new(s.as_str()).is_relative()) {
+            *path = dir.join(path.as_str()).display().to_string();
+        }
+    };
+    for cluster in kc.clusters.iter_mut().filter_map(|n| n.cluster.as_mut()) {
+        resolve(&mut cluster.certificate_authority);
+    }
+    for auth in kc.auth_infos.iter_mut().filter_map(|n| n.auth_info.as_mut()) {
+        resolve(&mut auth.client_certificate);
+        resolve(&mut auth.client_key);
+        resolve(&mut auth.token_file);
+    }
 }
 
 /// Installs the global subscriber: to `log.file` if set (default level
@@ -269,4 +292,36 @@ fn init_logging(log: &config::LogConfig) {
         Some(f) => registry.with(fmt.with_writer(std::sync::Mutex::new(f))).try_init(),
         None => registry.with(fmt.with_writer(std::io::stderr)).try_init(),
     };
+}
+
+#[cfg(test)]
+mod kubeconfig_tests {
+    use super::*;
+
+    #[test]
+    fn relative_credential_paths_resolve_beside_the_kubeconfig_and_absolute_ones_stay() {
+        let mut kc = Kubeconfig::from_yaml(
+            r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:6443", certificate-authority: ca.crt}
+- name: d
+  cluster: {server: "https://127.0.0.1:6443", certificate-authority: /etc/ca.pem}
+users:
+- name: u
+  user: {tokenFile: token, client-certificate: sub/cert.pem}
+"#,
+        )
+        .unwrap();
+        resolve_relative_paths(&mut kc, Path::new("/etc/cni/net.d/netendpoint.d"));
+        let ca: Vec<_> =
+            kc.clusters.iter().map(|c| c.cluster.as_ref().unwrap().certificate_authority.clone()).collect();
+        assert_eq!(ca, [Some("/etc/cni/net.d/netendpoint.d/ca.crt".into()), Some("/etc/ca.pem".into())]);
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.token_file.as_deref(), Some("/etc/cni/net.d/netendpoint.d/token"));
+        assert_eq!(user.client_certificate.as_deref(), Some("/etc/cni/net.d/netendpoint.d/sub/cert.pem"));
+        assert_eq!(user.client_key, None);
+    }
 }
