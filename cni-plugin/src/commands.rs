@@ -98,11 +98,15 @@ pub async fn add_requesting<S: Store>(
     let missing =
         conf.range_sets.iter().any(|set| !existing.iter().any(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))));
     if missing {
-        if static_ip::needs_pod(conf, asked, who)
-            && let Some(pod) = &who.pod
-        {
-            let facts = store.pod_facts(&pod.namespace, &pod.name).await?;
-            plan = static_ip::plan(conf, &static_ip::from_pod(facts.as_ref(), who)?)?;
+        // The ADD's one Pod GET, made only when a configured feature needs
+        // it; every feature reads the same answer.
+        let wants_annotation = static_ip::needs_pod(conf, asked, who);
+        let pod_facts = match &who.pod {
+            Some(pod) if wants_annotation => store.pod_facts(&pod.namespace, &pod.name).await?,
+            _ => None,
+        };
+        if wants_annotation {
+            plan = static_ip::plan(conf, &static_ip::from_pod(pod_facts.as_ref(), who)?)?;
         }
         verify_node(store, who, local).await?;
         local.mark_pending(&who.key.container_id, &who.key.if_name);
