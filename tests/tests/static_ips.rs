@@ -387,3 +387,31 @@ async fn a_default_add_makes_the_requests_it_made_before_and_the_annotation_cost
     println!("per ADD: default 1 NetworkEndpoint request + 0 Pod GETs; with staticIPs.podAnnotation 1 + 1");
     h::cleanup_pool(&pool).await;
 }
+
+#[tokio::test]
+async fn concurrent_requests_for_one_address_give_it_to_exactly_one() {
+    let _shared = SERVER.read().await;
+    let pool = h::unique("st-race");
+    let c = conf(&pool, json!([[{"subnet": "10.90.0.0/24"}]]), json!({}));
+    let racers: Vec<_> = (0..6)
+        .map(|i| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let cid = format!("st-race-{i}");
+                invoke("ADD", &c, &env(&cid, &format!("K8S_POD_NAMESPACE=race;K8S_POD_NAME=r-{i};IP=10.90.0.42")))
+            })
+        })
+        .collect();
+    let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter(|(ok, _, _)| *ok).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let holder = endpoint(&pool, "10.90.0.42").await.unwrap();
+    for (ok, out, _) in &results {
+        if !ok {
+            assert_eq!(out["code"], 108, "{out}");
+            assert!(out["msg"].as_str().unwrap().contains(&holder.spec.container_id), "{out}");
+        }
+    }
+    assert_eq!(h::pool_endpoints(&pool).await.len(), 1, "the losers left nothing");
+    h::cleanup_pool(&pool).await;
+}
