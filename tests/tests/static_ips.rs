@@ -124,6 +124,11 @@ async fn the_ips_capability_through_bridge_puts_the_requested_addresses_in_the_n
     let col = header.iter().position(|c| *c == "STATIC").unwrap_or_else(|| panic!("no STATIC column: {wide}"));
     assert_eq!(row[row.len() - (header.len() - col)], "true", "{wide}");
 
+    let describe = String::from_utf8(h::kubectl(&["describe", "nep", &name]).stdout).unwrap();
+    assert!(
+        describe.lines().any(|l| l.split_whitespace().eq(["Static:", "true"])),
+        "kubectl describe lacks the mark: {describe}"
+    );
     let out = dir.cnitool("del", &netns, &cap);
     assert!(out.status.success(), "cnitool del: {}", stderr(&out));
     assert!(h::pool_endpoints(&pool).await.is_empty());
