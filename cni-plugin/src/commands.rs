@@ -27,6 +27,7 @@ use crate::config::{CrossNode, IpamConfig};
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::{LocalState, Record};
 use crate::protocol::{AttachmentKey, IpConfig, IpamResult, PodIdentity};
+use crate::static_ip;
 use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
 
 /// Candidates tried by create alone before ADD lists, in a range set of at
@@ -66,6 +67,21 @@ pub struct Attachment {
 /// a create whose outcome is unknown (timeout, connection lost) is found by
 /// listing the container's leases.
 pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<IpamResult> {
+    add_requesting(store, conf, who, local, &static_ip::Request::default()).await
+}
+
+/// [`add`], asked by the runtime for the static IPs of `asked` (see
+/// [`static_ip`]). A request that cannot be served as asked fails before
+/// any API call; the Pod is read (one GET) only for its annotation, when
+/// `ipam.staticIPs.podAnnotation` is on and the runtime asked for nothing.
+pub async fn add_requesting<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    local: &LocalState,
+    asked: &static_ip::Request,
+) -> Result<IpamResult> {
+    let mut plan = static_ip::plan(conf, asked)?;
     // A repeated ADD is recognised from this node's record and checked with a
     // GET by name; a first ADD makes no query at all before its create.
     let mut existing: Vec<NetworkEndpoint> = Vec::new();
@@ -82,15 +98,26 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
     let missing =
         conf.range_sets.iter().any(|set| !existing.iter().any(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))));
     if missing {
+        // The ADD's one Pod GET, made only when a configured feature needs
+        // it; every feature reads the same answer.
+        let wants_annotation = static_ip::needs_pod(conf, asked, who);
+        let pod_facts = match &who.pod {
+            Some(pod) if wants_annotation => store.pod_facts(&pod.namespace, &pod.name).await?,
+            _ => None,
+        };
+        if wants_annotation {
+            plan = static_ip::plan(conf, &static_ip::from_pod(pod_facts.as_ref(), who)?)?;
+        }
         verify_node(store, who, local).await?;
         local.mark_pending(&who.key.container_id, &who.key.if_name);
     }
 
     let mut claimed = Claimed::default();
-    match claim_all(store, conf, who, local, &existing, &mut claimed).await {
+    match claim_all(store, conf, who, local, &existing, &plan, &mut claimed).await {
         Ok(result) => {
-            if !claimed.leases.is_empty() {
+            if !claimed.leases.is_empty() || !claimed.adopted.is_empty() {
                 existing.extend(claimed.leases);
+                existing.extend(claimed.adopted);
                 local.record(&who.key.container_id, &who.key.if_name, &existing);
             }
             Ok(result)
@@ -113,9 +140,11 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
 
 /// What an ADD has claimed so far, for rollback.
 #[derive(Default)]
-struct Claimed {
+pub(crate) struct Claimed {
     /// Leases created by this ADD.
     leases: Vec<NetworkEndpoint>,
+    /// Leases of this attachment that this ADD found already made (kept on rollback).
+    adopted: Vec<NetworkEndpoint>,
     /// A create failed in a way that leaves its outcome unknown.
     ambiguous: bool,
 }
@@ -129,6 +158,7 @@ async fn claim_all<S: Store>(
     who: &Attachment,
     local: &LocalState,
     existing: &[NetworkEndpoint],
+    plan: &[Option<IpAddr>],
     claimed: &mut Claimed,
 ) -> Result<IpamResult> {
     let mut result = IpamResult { ips: Vec::new(), routes: conf.routes.clone() };
@@ -137,6 +167,17 @@ async fn claim_all<S: Store>(
         if let Some(ep) = existing.iter().find(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))) {
             info!(ip = %ep.spec.ip, "ADD repeated: returning the existing lease");
             result.ips.push(ip_config(set, ep)?);
+            continue;
+        }
+        if let Some(ip) = plan.get(i).copied().flatten() {
+            let ep = match static_ip::claim(store, conf, who, set, ip, deadline, claimed).await? {
+                static_ip::Got::Created(ep) => ep,
+                static_ip::Got::Adopted(ep) => {
+                    claimed.adopted.push(ep.clone());
+                    ep
+                }
+            };
+            result.ips.push(ip_config(set, &ep)?);
             continue;
         }
         let start = local.reserve(i, set, set.spread_start(&who.node));
@@ -260,13 +301,14 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
             }),
             network: Some(conf.network.clone()),
             force_release_after: Some(force_release_after),
+            static_ip: None,
         },
     }
 }
 
 /// When an ADD stops waiting for a release; time on the runtime's (tokio's) clock.
 #[derive(Debug, Clone, Copy)]
-struct Deadline {
+pub(crate) struct Deadline {
     started: tokio::time::Instant,
     at: tokio::time::Instant,
 }
@@ -279,15 +321,15 @@ impl Deadline {
         Self { started, at }
     }
 
-    fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         tokio::time::Instant::now() >= self.at
     }
 
-    fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         self.at.saturating_duration_since(tokio::time::Instant::now())
     }
 
-    fn waited(&self) -> Duration {
+    pub(crate) fn waited(&self) -> Duration {
         self.started.elapsed()
     }
 }
@@ -390,8 +432,7 @@ async fn claim_one<S: Store>(
     }
 }
 
-/// Creates the lease of `ip`: `Some` if it is ours now, `None` if taken.
-/// A failure whose outcome is unknown marks the ADD for a sweep on rollback.
+/// Creates the lease of `ip` the allocator chose (see [`try_create`]).
 async fn try_claim<S: Store>(
     store: &S,
     conf: &IpamConfig,
@@ -400,7 +441,17 @@ async fn try_claim<S: Store>(
     ip: IpAddr,
     claimed: &mut Claimed,
 ) -> Result<Option<NetworkEndpoint>> {
-    match store.create(&lease_object(conf, who, set, ip)).await {
+    try_create(store, &lease_object(conf, who, set, ip), claimed).await
+}
+
+/// Creates `lease`: `Some` if it is ours now, `None` if its name is taken.
+/// A failure whose outcome is unknown marks the ADD for a sweep on rollback.
+pub(crate) async fn try_create<S: Store>(
+    store: &S,
+    lease: &NetworkEndpoint,
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    match store.create(lease).await {
         Ok(Claim::Created(ep)) => {
             claimed.leases.push((*ep).clone());
             Ok(Some(*ep))
@@ -1268,6 +1319,12 @@ mod tests {
             }
             async fn record_need(&self, p: &str, r: ObjectReference, w: Duration) {
                 self.0.record_need(p, r, w).await
+            }
+            async fn pod_facts(&self, ns: &str, n: &str) -> Result<Option<crate::store::PodFacts>> {
+                self.0.pod_facts(ns, n).await
+            }
+            async fn wait_gone(&self, ep: &NetworkEndpoint, t: Duration) -> Result<Release> {
+                self.0.wait_gone(ep, t).await
             }
         }
         del(&Lying(store), c, &who("c1"), &LocalState::none()).await

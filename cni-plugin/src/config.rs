@@ -83,6 +83,21 @@ pub struct IpamConfig {
     pub data_dir: PathBuf,
     /// Who performs the actions that touch other nodes' leases (`ipam.crossNode`).
     pub cross_node: CrossNode,
+    /// `ipam.staticIPs`: where an ADD may be asked for given addresses.
+    pub static_ips: StaticIpsConfig,
+}
+
+/// `ipam.staticIPs`. Requests in `runtimeConfig.ips`, `args.cni.ips` and
+/// CNI_ARGS `IP=` are always honoured (see `static_ip`); this enables the
+/// sources that cost an API call.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StaticIpsConfig {
+    /// Read the Pod's `netendpoint.dev/ips` annotation: one GET of the Pod,
+    /// made only by an ADD that names its Pod and has no request from the
+    /// runtime. Default `false`.
+    #[serde(default)]
+    pub pod_annotation: bool,
 }
 
 /// `ipam.crossNode`: which component releases leases the ADD's node does not hold.
@@ -137,6 +152,8 @@ struct RawIpam {
     log: LogConfig,
     data_dir: Option<PathBuf>,
     cross_node: Option<String>,
+    #[serde(default, rename = "staticIPs")]
+    static_ips: StaticIpsConfig,
 }
 
 #[derive(Deserialize)]
@@ -288,6 +305,7 @@ impl IpamConfig {
             log: raw.log,
             data_dir: raw.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
             cross_node,
+            static_ips: raw.static_ips,
         })
     }
 }

@@ -132,6 +132,46 @@ pub enum Error {
         /// What does not parse, quoting it.
         reason: String,
     },
+    /// A requested static IP can never be given as asked: malformed, outside
+    /// every range, excluded, a gateway, or a second address of one family
+    /// (code 7).
+    #[error("requested IP {ip} (from {from}) refused: {reason}")]
+    StaticIpRefused {
+        /// The address (or the entry that is not one), quoted as given.
+        ip: String,
+        /// Where the request came from, e.g. `runtimeConfig.ips`.
+        from: &'static str,
+        /// Why, naming the config field at stake.
+        reason: String,
+    },
+    /// A requested static IP is held by a live lease of another attachment
+    /// (code 108). A static request never takes a live lease's address.
+    #[error("requested IP {ip} of pool {pool:?} is in use by {holder}; it is given only after that lease is released")]
+    StaticIpTaken {
+        /// The address.
+        ip: std::net::IpAddr,
+        /// The pool.
+        pool: String,
+        /// Who holds it: pod, node, container and interface of the lease.
+        holder: String,
+    },
+    /// A requested static IP was still being released when `waitForRelease`
+    /// ran out (code 109). A static request never forces a release.
+    #[error(
+        "requested IP {ip} of pool {pool:?} is still being released by {holder}, waiting on finalizers {finalizers:?}; waited {:.1}s (ipam.waitForRelease) and forced nothing", waited.as_secs_f64()
+    )]
+    StaticIpReleasing {
+        /// The address.
+        ip: std::net::IpAddr,
+        /// The pool.
+        pool: String,
+        /// Who held it.
+        holder: String,
+        /// Finalizers still on the lease.
+        finalizers: Vec<String>,
+        /// How long the ADD waited.
+        waited: Duration,
+    },
     /// The invocation ran past `ipam.timeout` (code 11, "try again later").
     /// Whatever an ADD had claimed was released first.
     #[error("{command} did not finish within ipam.timeout ({after:.1?}); try again later")]
@@ -197,7 +237,9 @@ impl Error {
             Self::Inconsistent(_) | Self::InvalidLease { .. } => 105,
             Self::Io { .. } => 5,
             Self::Decode { .. } => 6,
-            Self::InvalidConfig { .. } => 7,
+            Self::InvalidConfig { .. } | Self::StaticIpRefused { .. } => 7,
+            Self::StaticIpTaken { .. } => 108,
+            Self::StaticIpReleasing { .. } => 109,
             Self::NotReady(_) => 50,
             Self::PoolExhausted(_) => 100,
             Self::ApiUnreachable { .. } => 101,

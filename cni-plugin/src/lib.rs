@@ -8,6 +8,7 @@
 //! - [`local`]: node-local state (cursors, attachment records, lock), never
 //!   needed for correctness;
 //! - [`commands`]: ADD, DEL and CHECK over a store;
+//! - [`static_ip`]: what a request for given addresses means, and its claim;
 //! - [`lifecycle`]: STATUS and GC over a store.
 //!
 //! [`run`] ties them together for one invocation. It takes the environment
@@ -24,6 +25,7 @@ pub mod local;
 mod memstore;
 pub mod nofollow;
 pub mod protocol;
+pub mod static_ip;
 pub mod store;
 
 use std::collections::HashMap;
@@ -116,8 +118,14 @@ fn dispatch_network(
         path: String::new(),
         source,
     })?;
+    // Requested static IPs are read, and refused if malformed, before any API call.
+    let asked = if inv.command == Command::Add {
+        static_ip::Request::from_runtime(net.runtime_config_ips()?, net.args_cni_ips()?, inv.ip_arg()?)
+    } else {
+        static_ip::Request::default()
+    };
     let local = LocalState::new(&conf.data_dir, &conf.pool);
-    rt.block_on(run_command(inv.command, &net, &conf, &who, &local).instrument(span))
+    rt.block_on(run_command(inv.command, &net, &conf, &who, &asked, &local).instrument(span))
 }
 
 /// Runs one command against the API server within `ipam.timeout`. When the
@@ -128,6 +136,7 @@ async fn run_command(
     net: &NetConf,
     conf: &IpamConfig,
     who: &Attachment,
+    asked: &static_ip::Request,
     local: &LocalState,
 ) -> Result<Option<serde_json::Value>> {
     let clock = ServerClock::default();
@@ -136,7 +145,7 @@ async fn run_command(
         let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
         match command {
             Command::Add => {
-                let result: IpamResult = commands::add(&store, conf, who, local).await?;
+                let result: IpamResult = commands::add_requesting(&store, conf, who, local, asked).await?;
                 Ok(Some(result.encode(net.version)))
             }
             Command::Del => commands::del(&store, conf, who, local).await.map(|()| None),

@@ -20,7 +20,7 @@ use netendpoint_crd::{ANNOTATION_FORCE_RELEASE_AFTER, LABEL_BLOCK, LABEL_NODE, N
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
-use crate::store::{Claim, PoolEntry, PoolView, Release, Store};
+use crate::store::{Claim, PodFacts, PoolEntry, PoolView, Release, Store};
 
 /// A failure the test wants the next matching call to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,8 @@ struct State {
     lost_creates: usize,
     probe_fault: Option<Fault>,
     crd_served: bool,
+    /// Pods by (namespace, name).
+    pods: BTreeMap<(String, String), PodFacts>,
 }
 
 /// See the module docs.
@@ -174,6 +176,11 @@ impl MemStore {
     /// Makes every probe (STATUS) fail with `fault`, or succeed with `None`.
     pub fn fail_probe(&self, fault: Option<Fault>) {
         self.state.lock().unwrap().probe_fault = fault;
+    }
+
+    /// Creates or replaces the Pod `namespace/name`.
+    pub fn put_pod(&self, namespace: &str, name: &str, facts: PodFacts) {
+        self.state.lock().unwrap().pods.insert((namespace.to_string(), name.to_string()), facts);
     }
 
     /// Whether discovery serves the CRD.
@@ -371,5 +378,27 @@ impl Store for MemStore {
             .unwrap()
             .events
             .push((format!("{kind}/{}", netendpoint_crd::REASON_IP_NEEDED), pool.to_string()));
+    }
+
+    async fn pod_facts(&self, namespace: &str, name: &str) -> Result<Option<PodFacts>> {
+        self.count("get_pod");
+        Ok(self.state.lock().unwrap().pods.get(&(namespace.to_string(), name.to_string())).cloned())
+    }
+
+    async fn wait_gone(&self, ep: &NetworkEndpoint, timeout: Duration) -> Result<Release> {
+        self.count("watch_lease");
+        let name = ep.metadata.name.clone().unwrap();
+        let until = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.freed.notified();
+            let gone = self.state.lock().unwrap().objects.get(&name).is_none_or(|o| o.metadata.uid != ep.metadata.uid);
+            if gone {
+                return Ok(Release::Freed(ep.ip().unwrap()));
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(until) => return Ok(Release::TimedOut),
+            }
+        }
     }
 }

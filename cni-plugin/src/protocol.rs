@@ -180,6 +180,29 @@ impl Invocation {
         Ok(Self { command, container_id, if_name, netns, args })
     }
 
+    /// The addresses of host-local's `IP=` in CNI_ARGS: a comma-separated
+    /// list of addresses or CIDRs (`IP=10.1.2.3,fd00::3`). Absent or empty
+    /// is an empty list; anything malformed is code 4 naming the entry.
+    pub fn ip_arg(&self) -> Result<Vec<IpAddr>, Error> {
+        let Some(raw) = self.args.get("IP").filter(|v| !v.trim().is_empty()) else { return Ok(Vec::new()) };
+        let items: Vec<&str> = raw.split(',').collect();
+        if items.len() > MAX_REQUESTED_IPS {
+            return Err(Error::InvalidEnv {
+                var: "CNI_ARGS",
+                reason: format!("IP lists {} addresses; at most {MAX_REQUESTED_IPS}", items.len()),
+            });
+        }
+        items
+            .iter()
+            .map(|s| {
+                parse_requested_ip(s).ok_or_else(|| Error::InvalidEnv {
+                    var: "CNI_ARGS",
+                    reason: format!("IP entry {} is not an IP address or CIDR", quote(s)),
+                })
+            })
+            .collect()
+    }
+
     /// The Pod identity: CNI_ARGS first, then the `args.cni` section of the config.
     pub fn pod(&self, conf_args: &Map<String, Value>) -> Option<PodIdentity> {
         let pick = |key: &str| -> String {
@@ -193,6 +216,40 @@ impl Invocation {
             PodIdentity { namespace: pick("K8S_POD_NAMESPACE"), name: pick("K8S_POD_NAME"), uid: pick("K8S_POD_UID") };
         (!pod.name.is_empty()).then_some(pod)
     }
+}
+
+/// Most addresses one list of requested IPs may hold: one per range set is
+/// all an ADD can use, and a longer list is refused before any API call.
+pub const MAX_REQUESTED_IPS: usize = 16;
+
+/// One requested address: a bare IP or a CIDR whose address part is taken
+/// (host-local's reading). `None` when it is neither.
+pub fn parse_requested_ip(s: &str) -> Option<IpAddr> {
+    let s = s.trim();
+    s.parse::<IpAddr>().ok().or_else(|| s.parse::<IpNet>().ok().map(|n| n.addr()))
+}
+
+/// A JSON list of requested IPs at `field` (code 7 when malformed).
+fn ip_list(field: &str, value: Option<&Value>) -> Result<Vec<IpAddr>, Error> {
+    let items = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(Error::config(field, "must be a list of IP addresses or CIDRs")),
+    };
+    if items.len() > MAX_REQUESTED_IPS {
+        return Err(Error::config(field, &format!("lists {} addresses; at most {MAX_REQUESTED_IPS}", items.len())));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let at = format!("{field}[{i}]");
+            let s = v.as_str().ok_or_else(|| Error::config(&at, "must be a string"))?;
+            parse_requested_ip(s).ok_or_else(|| {
+                Error::config(&at, &format!("{} is not an IP address or CIDR (e.g. \"10.1.2.3/24\")", quote(s)))
+            })
+        })
+        .collect()
 }
 
 /// Checks a container ID as libcni's `ValidateContainerID` does: it matches
@@ -282,6 +339,9 @@ pub struct NetConf {
     pub prev_result: Option<Value>,
     /// `cni.dev/valid-attachments` (GC).
     pub valid_attachments: Option<Vec<AttachmentKey>>,
+    /// `runtimeConfig.ips` as sent (the `ips` capability); read by
+    /// [`NetConf::runtime_config_ips`], on ADD only.
+    pub runtime_config_ips: Option<Value>,
 }
 
 /// What identifies an attachment in CNI: (CNI_CONTAINERID, CNI_IFNAME). ADD
@@ -330,7 +390,31 @@ impl NetConf {
                     .map_err(|e| Error::config("cni.dev/valid-attachments", &e.to_string()))?,
             ),
         };
-        Ok(Self { version, name, ipam, args_cni, prev_result: obj.get("prevResult").cloned(), valid_attachments })
+        let runtime_config_ips = obj.get("runtimeConfig").and_then(|r| r.get("ips")).cloned();
+        Ok(Self {
+            version,
+            name,
+            ipam,
+            args_cni,
+            prev_result: obj.get("prevResult").cloned(),
+            valid_attachments,
+            runtime_config_ips,
+        })
+    }
+
+    /// The addresses of `runtimeConfig.ips`, the `ips` capability (which
+    /// Multus fills from a pod's network-selection annotation): a list of
+    /// strings, each a CIDR (`"10.1.2.3/24"`, whose prefix length is
+    /// ignored) or a bare address. Absent or null is an empty list; anything
+    /// malformed is code 7 naming the entry.
+    pub fn runtime_config_ips(&self) -> Result<Vec<IpAddr>, Error> {
+        ip_list("runtimeConfig.ips", self.runtime_config_ips.as_ref())
+    }
+
+    /// The addresses of `args.cni.ips` (the conventions' `ips` argument),
+    /// read as [`NetConf::runtime_config_ips`] reads its list.
+    pub fn args_cni_ips(&self) -> Result<Vec<IpAddr>, Error> {
+        ip_list("args.cni.ips", self.args_cni.get("ips"))
     }
 
     /// Reads only `cniVersion`, for VERSION and for encoding early errors;
@@ -596,6 +680,65 @@ mod tests {
         let pod = inv.pod(&conf).unwrap();
         assert_eq!(pod, PodIdentity { namespace: "ns".into(), name: "web-0".into(), uid: "u-1".into() });
         assert!(parse_cni_args("A=1;broken").is_err());
+    }
+
+    #[test]
+    fn requested_ips_from_cni_args_are_a_comma_list_and_malformed_is_code_4() {
+        let inv = |args: &str| {
+            Invocation::from_env(&env(&[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", "c1"),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_NETNS", "/x"),
+                ("CNI_ARGS", args),
+            ]))
+            .unwrap()
+        };
+        let want: Vec<IpAddr> = vec!["10.1.2.3".parse().unwrap(), "fd00::3".parse().unwrap()];
+        assert_eq!(inv("IgnoreUnknown=1;IP=10.1.2.3,fd00::3").ip_arg().unwrap(), want);
+        assert_eq!(inv("IP=10.1.2.3/24, fd00::3/64").ip_arg().unwrap(), want);
+        assert!(inv("K8S_POD_NAME=p").ip_arg().unwrap().is_empty());
+        assert!(inv("IP=").ip_arg().unwrap().is_empty());
+        for bad in ["IP=10.1.2", "IP=10.1.2.3,,fd00::3", "IP=10.1.2.3/33"] {
+            let e = inv(bad).ip_arg().unwrap_err();
+            assert_eq!(e.code(), 4, "{bad}: {e}");
+            assert!(e.to_string().contains("CNI_ARGS") && e.to_string().contains("IP entry"), "{e}");
+        }
+        let many = format!("IP={}", vec!["10.0.0.1"; MAX_REQUESTED_IPS + 1].join(","));
+        assert_eq!(inv(&many).ip_arg().unwrap_err().code(), 4);
+    }
+
+    #[test]
+    fn requested_ips_from_runtime_config_and_args_and_malformed_is_code_7() {
+        let parse = |extra: Value| {
+            let mut v = serde_json::json!({"cniVersion": "1.1.0", "name": "n", "ipam": {}});
+            for (k, x) in extra.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            NetConf::parse(&serde_json::to_vec(&v).unwrap()).unwrap()
+        };
+        let net = parse(
+            serde_json::json!({"runtimeConfig": {"ips": ["10.1.2.3/24", "fd00::3"]}, "args": {"cni": {"ips": ["10.1.2.4"]}}}),
+        );
+        assert_eq!(
+            net.runtime_config_ips().unwrap(),
+            vec!["10.1.2.3".parse::<IpAddr>().unwrap(), "fd00::3".parse().unwrap()]
+        );
+        assert_eq!(net.args_cni_ips().unwrap(), vec!["10.1.2.4".parse::<IpAddr>().unwrap()]);
+        let none = parse(serde_json::json!({"runtimeConfig": {"portMappings": []}}));
+        assert!(none.runtime_config_ips().unwrap().is_empty() && none.args_cni_ips().unwrap().is_empty());
+        assert!(parse(serde_json::json!({"runtimeConfig": {"ips": null}})).runtime_config_ips().unwrap().is_empty());
+        for (bad, field) in [
+            (serde_json::json!("10.1.2.3"), "runtimeConfig.ips "),
+            (serde_json::json!(["10.1.2.3", 4]), "runtimeConfig.ips[1]"),
+            (serde_json::json!(["fd00::zz"]), "runtimeConfig.ips[0]"),
+        ] {
+            // Parsing stdin does not read the list: only an ADD does, so a DEL never fails on it.
+            let net = parse(serde_json::json!({"runtimeConfig": {"ips": bad}}));
+            let e = net.runtime_config_ips().unwrap_err();
+            assert_eq!(e.code(), 7, "{e}");
+            assert!(e.to_string().contains(field), "{e}");
+        }
     }
 
     #[test]

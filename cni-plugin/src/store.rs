@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, RemoveOperation, TestOperation};
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -60,6 +60,17 @@ pub struct PoolEntry {
     /// The lease's own forced-release bound, stamped at creation (absent on
     /// leases of older versions).
     pub force_release_after: Option<Duration>,
+}
+
+/// What an ADD reads from its Pod: one GET, made only when a configured feature needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodFacts {
+    /// metadata.uid
+    pub uid: String,
+    /// metadata.annotations
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// The controller owner reference (ownerReferences entry with controller=true): (kind, name).
+    pub owner: Option<(String, String)>,
 }
 
 /// A consistent snapshot of a pool.
@@ -174,6 +185,13 @@ pub trait Store {
     /// Records that an ADD waits for an IP of `pool` for up to `wait` (see
     /// [`need_event`]). Best effort: failures are logged.
     async fn record_need(&self, pool: &str, regarding: ObjectReference, wait: Duration);
+    /// The Pod's facts; `Ok(None)` when the Pod does not exist.
+    async fn pod_facts(&self, namespace: &str, name: &str) -> Result<Option<PodFacts>>;
+    /// Waits, at most `timeout`, until exactly the object `ep` (as last read:
+    /// name, UID and resourceVersion) is gone. [`Release::Freed`] with its IP
+    /// once it is (or its name holds another object), [`Release::TimedOut`],
+    /// or [`Release::Restart`] when the watch ended early.
+    async fn wait_gone(&self, ep: &NetworkEndpoint, timeout: Duration) -> Result<Release>;
 }
 
 /// The part of a `meta.k8s.io/v1` Table the block list reads: each row's
@@ -389,6 +407,59 @@ impl Store for KubeStore {
         let events: Api<Event> = Api::namespaced(self.api.clone().into_client(), &namespace);
         if let Err(e) = events.create(&PostParams::default(), &event).await {
             warn!(pool, error = %e, "cannot record that an IP is needed");
+        }
+    }
+
+    async fn pod_facts(&self, namespace: &str, name: &str) -> Result<Option<PodFacts>> {
+        let pods: Api<Pod> = Api::namespaced(self.api.clone().into_client(), namespace);
+        let pod = pods.get_opt(name).await.map_err(|e| Error::from_kube(format!("get pod {namespace}/{name}"), e))?;
+        Ok(pod.map(|p| {
+            let owner = p
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .into_iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| (o.kind, o.name));
+            PodFacts {
+                uid: p.metadata.uid.unwrap_or_default(),
+                annotations: p.metadata.annotations.unwrap_or_default(),
+                owner,
+            }
+        }))
+    }
+
+    async fn wait_gone(&self, ep: &NetworkEndpoint, timeout: Duration) -> Result<Release> {
+        let name = ep.metadata.name.as_deref().unwrap_or_default();
+        let uid = ep.metadata.uid.as_deref();
+        let resource_version = ep.metadata.resource_version.as_deref().unwrap_or("0");
+        let Some(ip) = ep.ip() else { return Ok(Release::Restart) };
+        let secs = u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX);
+        let wp = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(secs);
+        let watch = async {
+            let mut stream = self
+                .api
+                .watch_metadata(&wp, resource_version)
+                .await
+                .map_err(|e| Error::from_kube(format!("watch NetworkEndpoint {name}"), e))?
+                .boxed();
+            while let Some(ev) = stream.next().await {
+                match ev {
+                    Ok(WatchEvent::Deleted(_)) => return Ok(Release::Freed(ip)),
+                    // The name now holds another object: the one waited for is gone.
+                    Ok(WatchEvent::Added(m) | WatchEvent::Modified(m)) if m.metadata.uid.as_deref() != uid => {
+                        return Ok(Release::Freed(ip));
+                    }
+                    Ok(WatchEvent::Error(_)) => return Ok(Release::Restart),
+                    Ok(_) => {}
+                    Err(e) => return Err(Error::from_kube(format!("watch NetworkEndpoint {name}"), e)),
+                }
+            }
+            Ok(Release::Restart)
+        };
+        match tokio::time::timeout(timeout, watch).await {
+            Ok(r) => r,
+            Err(_) => Ok(Release::TimedOut),
         }
     }
 }

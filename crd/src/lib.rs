@@ -118,6 +118,13 @@ ip(self.metadata.name.substring(size(self.spec.pool) + 1).replace('-', ':')) == 
     printcolumn(name = "Container", type_ = "string", json_path = ".spec.containerID", priority = 1),
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.pool", priority = 1),
     printcolumn(name = "Network", type_ = "string", json_path = ".spec.network", priority = 1),
+    printcolumn(
+        name = "Static",
+        type_ = "boolean",
+        json_path = ".spec.static",
+        priority = 1,
+        description = "True when the sandbox asked for this address (a static IP)"
+    ),
     selectable = ".spec.containerID",
     selectable = ".spec.node",
     validation = Rule::new(RULE_SPEC_IMMUTABLE).message("spec is immutable: a lease never moves to another IP, node or sandbox"),
@@ -161,6 +168,11 @@ pub struct NetworkEndpointSpec {
     /// network or a rollout with a smaller bound never forces it early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force_release_after: Option<String>,
+    /// `true` when the sandbox asked for this address (runtimeConfig.ips,
+    /// CNI_ARGS `IP=`, or the Pod's `netendpoint.dev/ips` annotation) rather
+    /// than taking the allocator's choice. Absent on other leases.
+    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
+    pub static_ip: Option<bool>,
 }
 
 /// Identity of the Pod behind a sandbox. Informational only: there is no

@@ -152,6 +152,7 @@ pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&s
             pod: Some(PodRef { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() }),
             network: Some(pool.into()),
             force_release_after: None,
+            static_ip: None,
         },
     }
 }

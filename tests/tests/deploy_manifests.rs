@@ -138,8 +138,13 @@ fn service_accounts_have_least_privilege() {
         ("patch", "events.events.k8s.io"),
         ("get", "nodes"),
         ("list", "nodes"),
+        ("get", "pods"),
     ] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must {verb} {res}");
+    }
+    // The plugin reads its own Pod by name; it never lists or watches Pods.
+    for verb in ["list", "watch"] {
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &[verb, "pods", "-n", "default"]), "plugin must not {verb} pods");
     }
     for verb in ["get", "list", "watch", "patch"] {
         assert!(can_i(WATCHER_SERVICE_ACCOUNT, &[verb, nep]), "watcher must {verb} NetworkEndpoints");

@@ -93,7 +93,9 @@ async fn the_crd_ties_the_name_to_pool_and_ip_and_freezes_spec() {
 
     // spec is immutable, for every field and every caller.
     let name = v4.metadata.name.clone().unwrap();
-    for (field, value) in [("node", json!("trust-n2")), ("ip", json!("10.79.0.9")), ("containerID", json!("x"))] {
+    for (field, value) in
+        [("node", json!("trust-n2")), ("ip", json!("10.79.0.9")), ("containerID", json!("x")), ("static", json!(true))]
+    {
         let r = admin.patch(&name, &PatchParams::default(), &merge(json!({"spec": {field: value}}))).await;
         assert_refused(&format!("patch spec.{field}"), r, 422, "spec is immutable");
     }
@@ -112,6 +114,14 @@ async fn the_crd_ties_the_name_to_pool_and_ip_and_freezes_spec() {
     let mut mislabelled = full_lease(&pool, "10.79.0.10", "trust-n1", &[]);
     mislabelled.metadata.labels.as_mut().unwrap().insert("netendpoint.dev/node".into(), "trust-n2".into());
     assert_refused("create with a drifted label", admin.create(&pp, &mislabelled).await, 422, "must equal");
+    // A static lease is accepted, and its mark is frozen with the rest of spec.
+    let mut marked = full_lease(&pool, "10.79.0.11", "trust-n1", &[]);
+    marked.spec.static_ip = Some(true);
+    let marked = admin.create(&pp, &marked).await.unwrap();
+    assert_eq!(marked.spec.static_ip, Some(true), "the API server keeps spec.static");
+    let marked_name = marked.metadata.name.unwrap();
+    let r = admin.patch(&marked_name, &PatchParams::default(), &merge(json!({"spec": {"static": null}}))).await;
+    assert_refused("unmark a static lease", r, 422, "spec is immutable");
     // Other labels stay free.
     admin.patch(&name, &PatchParams::default(), &merge(json!({"metadata": {"labels": {"team": "a"}}}))).await.unwrap();
     h::cleanup_pool(&pool).await;
@@ -134,6 +144,10 @@ async fn a_plugin_token_acts_only_on_its_own_nodes_leases() {
     assert_refused("plugin A creates a lease of node B", r, 403, "may act only on its own leases");
     let own = plugin_a.create(&pp, &full_lease(&pool, "10.79.1.2", &node_a, &[OWN])).await.unwrap();
     let own_name = own.metadata.name.clone().unwrap();
+    // A static lease of its own node too.
+    let mut own_static = full_lease(&pool, "10.79.1.5", &node_a, &[]);
+    own_static.spec.static_ip = Some(true);
+    plugin_a.create(&pp, &own_static).await.unwrap();
 
     // A token of the same ServiceAccount bound to no node may do nothing.
     let unbound_kc = dir.join("unbound.kubeconfig");
