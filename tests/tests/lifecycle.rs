@@ -154,8 +154,10 @@ async fn stuck_finalizers_are_forced_only_when_old_and_needed() {
     let pool = h::unique("force");
     // Two usable IPs: .2 and .3.
     let ranges = json!([[{"subnet": "10.75.0.0/29", "rangeStart": "10.75.0.2", "rangeEnd": "10.75.0.3"}]]);
+    // The bound leaves room for the two ADDs below to finish before it passes
+    // on a loaded machine: 2 s was too short to call the release young.
     let c = |wait: &str| {
-        conf(&pool, ranges.clone(), json!({"finalizers": [AGENT], "forceReleaseAfter": "2s", "waitForRelease": wait}))
+        conf(&pool, ranges.clone(), json!({"finalizers": [AGENT], "forceReleaseAfter": "6s", "waitForRelease": wait}))
     };
     let (_, a, _) = invoke("ADD", &c("0s"), &env("stuck-holder"));
     let stuck_ip = ip_of(&a);
@@ -174,7 +176,7 @@ async fn stuck_finalizers_are_forced_only_when_old_and_needed() {
 
     // Once older than forceReleaseAfter, an ADD that needs the IP forces it: two race, one wins.
     // Ages are lower bounds on the server's whole-second clock: up to 2 s late.
-    tokio::time::sleep(Duration::from_millis(4500)).await;
+    tokio::time::sleep(Duration::from_millis(8500)).await;
     let conf_a = c("0s");
     let conf_b = c("0s");
     let ta = std::thread::spawn(move || invoke("ADD", &conf_a, &env("racer-a")));
