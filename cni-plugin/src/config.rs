@@ -83,6 +83,8 @@ pub struct IpamConfig {
     pub data_dir: PathBuf,
     /// Who performs the actions that touch other nodes' leases (`ipam.crossNode`).
     pub cross_node: CrossNode,
+    /// Sticky IPs for Pods of the configured owner kinds (`ipam.sticky`); `None` is off.
+    pub sticky: Option<crate::sticky::StickyConfig>,
 }
 
 /// `ipam.crossNode`: which component releases leases the ADD's node does not hold.
@@ -137,6 +139,7 @@ struct RawIpam {
     log: LogConfig,
     data_dir: Option<PathBuf>,
     cross_node: Option<String>,
+    sticky: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -261,7 +264,13 @@ impl IpamConfig {
                 return Err(Error::config("ipam.crossNode", &format!("{other:?} is not \"plugin\" or \"controller\"")));
             }
         };
+        let sticky = raw
+            .sticky
+            .as_ref()
+            .map(|v| crate::sticky::StickyConfig::parse(v, wait_for_release, max_wait))
+            .transpose()?;
         Ok(Self {
+            sticky,
             pool,
             network: network.to_string(),
             range_sets,
@@ -372,7 +381,7 @@ pub use netendpoint_crd::duration::parse as parse_duration;
 /// Reads the duration field `field`: `default` when absent, a code 7 error
 /// when it does not parse or exceeds `max`. Capping every duration here is
 /// what keeps all later time arithmetic in range.
-fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
+pub(crate) fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
     let Some(v) = s else { return Ok(default) };
     let d = parse_duration(v)
         .ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))?;
