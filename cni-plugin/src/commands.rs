@@ -210,9 +210,21 @@ async fn take_back_sticky<S: Store>(
         }
         crate::sticky::Outcome::Free(ip) => ip,
     };
-    if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
-        info!(%ip, identity = %id.label, "sticky IP taken back");
-        return Ok(Some(ep));
+    let name = endpoint_name(&conf.pool, ip);
+    for _ in 0..MAX_ROUNDS {
+        if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
+            info!(%ip, identity = %id.label, "sticky IP taken back");
+            return Ok(Some(ep));
+        }
+        // Taken: the old object on its way out, or another holder.
+        match store.get(&name).await? {
+            None => continue,
+            Some(ep) if ep.metadata.uid == prev.metadata.uid => {
+                let rv = ep.metadata.resource_version.clone().unwrap_or_default();
+                store.wait_for_change(&name, &rv, sc.wait_for_old).await?;
+            }
+            Some(_) => break,
+        }
     }
     let note = format!("sticky IP {ip} of pool {} was taken by another Pod after its hold ended", conf.pool);
     warn!(%ip, identity = %id.label, "sticky IP lost: taken in the gap after the hold ended");

@@ -232,7 +232,10 @@ pub async fn take_back<S: Store>(
             Step::Own => return Ok(Outcome::Own(Box::new(cur))),
             Step::EndHold => {
                 if store.end_hold(&cur, &id.pod_uid).await? {
+                    // The API server deletes the object in that request: create at once,
+                    // keeping the window in which the name is free to one round trip.
                     info!(lease = %name, %ip, pod_uid = %id.pod_uid, "sticky hold ended for the identity's new sandbox");
+                    return Ok(Outcome::Free(ip));
                 }
             }
             Step::Wait => {
