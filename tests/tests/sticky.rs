@@ -407,3 +407,151 @@ async fn the_hold_is_handed_over_across_nodes_under_the_node_bound_identities() 
     delete_pod(&pod).await;
     h::cleanup_pool(&pool).await;
 }
+
+/// A `netendpoint-controller` for `pool`, as admin; killed on drop.
+struct Controller(std::process::Child, std::path::PathBuf);
+
+impl Controller {
+    async fn start(pool: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::env::temp_dir().join(format!("{}.log", h::unique("sticky-ctl")));
+        let identity = h::unique("sticky-ctl");
+        let child = std::process::Command::new(h::built_bin("NETENDPOINT_CONTROLLER", "netendpoint-controller"))
+            .arg("--kubeconfig")
+            .arg(h::kubeconfig())
+            .args(["--identity", &identity, "--lease-name", &identity, "--lease-namespace", NS])
+            .args(["--lease-seconds", "3", "--lease-grace-seconds", "1", "--net-conf", "", "--pod-gone-grace", "off"])
+            .args(["--selector", &format!("{LABEL_POOL}={}", label_value(pool))])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let ctl = Self(child, log);
+        let leading = || {
+            use std::io::{Read, Write};
+            let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+            let _ = s.write_all(b"GET /metrics HTTP/1.0\r\nHost: c\r\n\r\n");
+            let mut buf = String::new();
+            let _ = s.read_to_string(&mut buf);
+            buf.lines().any(|l| l == "netendpoint_controller_leader 1")
+        };
+        wait_until("the controller to lead", Duration::from_secs(60), || async { leading() }).await;
+        ctl
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.1).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn gone(name: &str) -> bool {
+    h::endpoints().await.get_opt(name).await.unwrap().is_none()
+}
+
+/// Reasons of the `StickyHoldEnded` Events about lease `name`, as their notes.
+async fn hold_ended(name: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(h::client().await, NS);
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(netendpoint_crd::REASON_STICKY_HOLD_ENDED))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
+
+/// The controller ends holds: scale-down below the ordinal, deletion of the
+/// StatefulSet, `stickyFor`, and pool pressure (an ADD that waits in a full
+/// pool whose only releases are holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_ends_holds_on_scale_down_deletion_sticky_for_and_pool_pressure() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-ctl");
+    let pool = h::unique("sticky-ctl");
+    let range = json!({"subnet": "10.94.0.0/24", "rangeStart": "10.94.0.10", "rangeEnd": "10.94.0.14"});
+    let mut conf = h::agent_net_conf(&pool, range, &node, &[], "20s");
+    conf["ipam"]["crossNode"] = json!("controller");
+    conf["ipam"]["sticky"] = json!({"stickyFor": "1h"});
+    let mut short = conf.clone();
+    short["ipam"]["sticky"] = json!({"stickyFor": "3s"});
+
+    // Five sticky Pods fill the pool; their sandboxes go; five holds remain.
+    let a = statefulset(&h::unique("a"), 3).await;
+    let b = statefulset(&h::unique("b"), 1).await;
+    let c = statefulset(&h::unique("c"), 1).await;
+    let mut lease_of = BTreeMap::new();
+    for (sts, ordinal, conf) in [(&a, 0, &conf), (&a, 1, &conf), (&a, 2, &conf), (&b, 0, &short), (&c, 0, &conf)] {
+        let pod = format!("{}-{ordinal}", sts.metadata.name.as_deref().unwrap());
+        let uid = pod_of(sts, ordinal).await;
+        let cid = h::unique("ctl");
+        let ip = add(conf, &cid, &pod, &uid).unwrap();
+        h::cni_del(conf, &cid);
+        lease_of.insert(pod, netendpoint_crd::endpoint_name(&pool, ip.parse().unwrap()));
+    }
+    for name in lease_of.values() {
+        let ep = h::endpoints().await.get(name).await.unwrap();
+        assert!(ep.metadata.deletion_timestamp.is_some());
+        assert_eq!(ep.metadata.finalizers.unwrap(), [FINALIZER_STICKY_HOLD], "{name} held");
+    }
+    let lease = |sts: &StatefulSet, o: u32| lease_of[&format!("{}-{o}", sts.metadata.name.as_deref().unwrap())].clone();
+    let ctl = Controller::start(&pool).await;
+
+    // Scale-down below the ordinal: a-2's hold ends, a-0's and a-1's stay.
+    let sts_api = Api::<StatefulSet>::namespaced(h::client().await, NS);
+    let a_name = a.metadata.name.clone().unwrap();
+    sts_api.patch(&a_name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await.unwrap();
+    let a2 = lease(&a, 2);
+    wait_until("the scale-down to end a-2's hold", Duration::from_secs(30), || gone(&a2)).await;
+    assert!(hold_ended(&a2).await.iter().any(|n| n.contains("scaled below")), "{}", ctl.log());
+    // stickyFor (3 s) ends b-0's hold.
+    let b0 = lease(&b, 0);
+    wait_until("stickyFor to end b-0's hold", Duration::from_secs(30), || gone(&b0)).await;
+    assert!(hold_ended(&b0).await.iter().any(|n| n.contains("stickyFor")));
+    assert!(!gone(&lease(&a, 0)).await && !gone(&lease(&a, 1)).await, "holds within the scale stay");
+    // Deleting the StatefulSet ends the holds of all its Pods.
+    sts_api.delete(&a_name, &DeleteParams::default()).await.unwrap();
+    for o in [0, 1] {
+        let l = lease(&a, o);
+        wait_until("the deletion to end a's holds", Duration::from_secs(30), || gone(&l)).await;
+        assert!(hold_ended(&l).await.iter().any(|n| n.contains("deleted")));
+    }
+
+    // Pool pressure: four other pods fill the pool around c-0's hold; a
+    // fifth waits, and the controller ends the (oldest and only) hold for it.
+    let c0 = lease(&c, 0);
+    for i in 0..4 {
+        add(&conf, &h::unique("filler"), &format!("filler-{i}"), &format!("u-filler-{i}")).unwrap();
+    }
+    let got = add(&conf, &h::unique("needy"), "needy", "u-needy").unwrap();
+    assert_eq!(netendpoint_crd::endpoint_name(&pool, got.parse().unwrap()), c0, "{}", ctl.log());
+    assert!(hold_ended(&c0).await.iter().any(|n| n.contains("needs an IP")));
+    for p in [&a, &b, &c] {
+        for o in 0..3 {
+            delete_pod(&format!("{}-{o}", p.metadata.name.as_deref().unwrap())).await;
+        }
+    }
+    h::cleanup_pool(&pool).await;
+}
