@@ -106,7 +106,7 @@ cni DEL sandbox-1 db-0 "$uid1"
 t_del=$(ts)
 say "the old lease is released; the agent is still tearing down; its hold keeps the IP for db-0"
 kubectl get nep
-kubectl describe nep demo.10.98.0.2 | grep -E '^Name:|Deletion Timestamp|Finalizers|sticky' -A0 | sed 's/^/  /'
+kubectl describe nep demo.10.98.0.2 | grep --no-group-separator -E '^Name:|Deletion Timestamp|sticky' | sed 's/^/  /'
 wait "$waiter"
 say "db-0 (uid $uid2) got $(cat "$state/db-0.ip") at $(cat "$state/db-0.time")"
 kubectl get nep
@@ -120,6 +120,6 @@ cat <<SUMMARY
     old sandbox's DEL               $t_del
     new sandbox got the same IP     $(cat "$state/db-0.time")   ($(cat "$state/db-0.ip"))
   The agent removed the old incarnation's rule before it added the new one's:
-  DELETED(old) came before ADDED(new), with the same IP, and no other pod could
-  take the IP in between.
+  DELETED(old) came before ADDED(new), with the same IP, and while the hold was
+  on no other pod could take the IP.
 SUMMARY
