@@ -230,7 +230,12 @@ pub fn age_at_least(now: Timestamp, since: Timestamp) -> Duration {
 /// - a release is forced only for a need that is still waiting and not yet
 ///   served, only when the release is at least its own bound old, and only
 ///   when the family of its IP is full (when the pool's capacity is known);
-///   one need forces at most one release, the oldest eligible one.
+///   one need forces at most one release, the oldest eligible one;
+/// - a sticky hold is never forced; it ends (the hold finalizer alone is
+///   removed) when its StatefulSet was seen gone or scaled below the Pod's
+///   ordinal in two passes, when `stickyFor` has passed since the release on
+///   the server's clock, or, for a waiting need that no other release can
+///   serve, the oldest hold of the pool.
 pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Timestamp) -> Decision {
     let mut decision = Decision::default();
     let mut soonest = |d: Duration| {

@@ -1,13 +1,15 @@
 //! netendpoint-controller: the cluster-side half of netendpoint.
 //!
 //! It watches (kube-runtime reflectors, no polling) the leases, the Nodes,
-//! the Pods, the `IPNeeded` Events of waiting ADDs and the ConfigMap the
-//! network config is rendered from, and on every change:
+//! the Pods, the StatefulSets, the `IPNeeded` Events of waiting ADDs and the
+//! ConfigMap the network config is rendered from, and on every change:
 //! - publishes pool health as Prometheus metrics ([`metrics`]), on every replica;
 //! - on the leader only (a `coordination.k8s.io` Lease), takes the
 //!   cross-node actions that [`decide`] chooses: reclaim of vanished nodes'
-//!   leases, deletion of leases whose Pod is gone, and forced release of the
-//!   oldest stuck release for an ADD that waits.
+//!   leases, deletion of leases whose Pod is gone, forced release of the
+//!   oldest stuck release for an ADD that waits, and the end of sticky holds
+//!   (StatefulSet deleted or scaled below the ordinal, `stickyFor` passed,
+//!   pool pressure; see `docs/sticky-ips.md`).
 //!
 //! Every write names one lease by name and UID; a forced release also tests
 //! its resourceVersion, so a successor under the same name is never touched.
