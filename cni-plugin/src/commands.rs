@@ -200,9 +200,7 @@ async fn take_back_sticky<S: Store>(
 ) -> Result<Option<NetworkEndpoint>> {
     let (Some(id), Some(sc)) = (&who.sticky, &conf.sticky) else { return Ok(None) };
     let Some(prev) = crate::sticky::old_lease_in(old, set) else { return Ok(None) };
-    let outcome =
-        crate::sticky::take_back(store, conf, id, &who.key.container_id, &who.key.if_name, prev, sc.wait_for_old)
-            .await?;
+    let outcome = crate::sticky::take_back(store, conf, id, who, prev, sc.wait_for_old).await?;
     let ip = match outcome {
         crate::sticky::Outcome::Own(ep) => {
             info!(ip = %ep.spec.ip, "ADD repeated: returning the existing sticky lease");
@@ -1438,6 +1436,25 @@ mod tests {
         assert!(store.objects().iter().all(|ep| ep.spec.pod.as_ref().unwrap().uid != "u2"), "no second lease");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_never_answers_loses_its_finalizer_after_the_bound_and_the_hold_is_kept() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf(
+            "10.0.0.0/29",
+            json!({"finalizers": [FIN], "forceReleaseAfter": "5s", "sticky": {"waitForOld": "30s"}, "timeout": "60s"}),
+        );
+        let first = sticky_pod(&store, "web-0", "u1");
+        let ip = ip_of(&add(&store, &c, &first, &LocalState::none()).await.unwrap());
+        del(&store, &c, &first, &LocalState::none()).await.unwrap();
+        let second = sticky_pod(&store, "web-0", "u2");
+        let started = tokio::time::Instant::now();
+        let again = add(&store, &c, &second, &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&again), ip);
+        assert!(started.elapsed() >= Duration::from_secs(5), "not before the bound: {:?}", started.elapsed());
+        assert!(started.elapsed() < Duration::from_secs(8), "soon after the bound: {:?}", started.elapsed());
+        assert_eq!((store.calls("force_keep_hold"), store.calls("end_hold")), (1, 1));
+    }
+
     /// DEL against a store whose list says 404 but whose discovery serves the CRD.
     async fn del_with_discovery(store: &MemStore, c: &IpamConfig) -> Result<()> {
         struct Lying<'a>(&'a MemStore);
@@ -1504,6 +1521,9 @@ mod tests {
             }
             async fn end_hold(&self, ep: &NetworkEndpoint, u: &str) -> Result<bool> {
                 self.0.end_hold(ep, u).await
+            }
+            async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool> {
+                self.0.force_keep_hold(ep).await
             }
             async fn wait_for_change(&self, n: &str, rv: &str, t: Duration) -> Result<bool> {
                 self.0.wait_for_change(n, rv, t).await

@@ -417,6 +417,19 @@ impl Store for MemStore {
         Ok(true)
     }
 
+    async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool> {
+        self.count("force_keep_hold");
+        let mut st = self.state.lock().unwrap();
+        let name = ep.metadata.name.clone().unwrap();
+        let Some(cur) = st.objects.get_mut(&name) else { return Ok(false) };
+        if cur.metadata.uid != ep.metadata.uid || cur.metadata.resource_version != ep.metadata.resource_version {
+            return Ok(false);
+        }
+        cur.metadata.finalizers = Some(vec![FINALIZER_STICKY_HOLD.to_string()]);
+        self.settle(&mut st, &name);
+        Ok(true)
+    }
+
     async fn wait_for_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<bool> {
         self.count("watch_lease");
         let since: u64 = resource_version.parse().unwrap_or(0);

@@ -218,11 +218,11 @@ pub async fn take_back<S: Store>(
     store: &S,
     conf: &IpamConfig,
     id: &Identity,
-    who_container: &str,
-    who_if: &str,
+    who: &crate::commands::Attachment,
     old: &NetworkEndpoint,
     wait: Duration,
 ) -> Result<Outcome> {
+    let (who_container, who_if) = (who.key.container_id.as_str(), who.key.if_name.as_str());
     let started = tokio::time::Instant::now();
     let name = old.metadata.name.clone().unwrap_or_default();
     let ip = old.ip().ok_or_else(|| Error::InvalidLease { name: name.clone(), reason: "spec.ip".into() })?;
@@ -249,8 +249,20 @@ pub async fn take_back<S: Store>(
                         waited: started.elapsed(),
                     });
                 }
-                let rv = cur.metadata.resource_version.clone().unwrap_or_default();
-                store.wait_for_change(&name, &rv, left).await?;
+                // Agents that outlived the lease's forced-release bound lose their
+                // finalizers, as in any forced release; the hold is kept.
+                let stuck_in = stuck_in(store, conf, &cur);
+                if stuck_in == Some(Duration::ZERO) && may_force(conf, who, &cur) {
+                    if store.force_keep_hold(&cur).await? {
+                        warn!(lease = %name, finalizers = ?cur.metadata.finalizers,
+                            "forced release of a held lease: agents did not answer within forceReleaseAfter; hold kept");
+                    }
+                } else {
+                    let rv = cur.metadata.resource_version.clone().unwrap_or_default();
+                    let until_stuck = stuck_in.filter(|_| may_force(conf, who, &cur));
+                    let pause = until_stuck.map_or(left, |d| left.min(d + Duration::from_millis(200)));
+                    store.wait_for_change(&name, &rv, pause).await?;
+                }
             }
         }
         match store.get(&name).await? {
@@ -263,6 +275,21 @@ pub async fn take_back<S: Store>(
             Some(_) => return Ok(Outcome::Free(ip)),
         }
     }
+}
+
+/// How long until the releasing lease `ep` outlives its own forced-release
+/// bound (zero once it has, on the API server's clock); `None` while it is live.
+fn stuck_in<S: Store>(store: &S, conf: &IpamConfig, ep: &NetworkEndpoint) -> Option<Duration> {
+    let since = ep.metadata.deletion_timestamp.as_ref()?;
+    let bound = ep.spec.force_release_after.as_deref().and_then(duration::parse).unwrap_or(conf.force_release_after);
+    let age = store.server_now().and_then(|now| crate::store::elapsed_at_least(now, since)).unwrap_or_default();
+    Some(bound.saturating_sub(age))
+}
+
+/// Whether this plugin may force the agents' finalizers off `ep`: its own
+/// node's lease, or any lease with `crossNode: plugin`.
+fn may_force(conf: &IpamConfig, who: &crate::commands::Attachment, ep: &NetworkEndpoint) -> bool {
+    conf.cross_node == crate::config::CrossNode::Plugin || ep.spec.node == who.node
 }
 
 #[cfg(test)]

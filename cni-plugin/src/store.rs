@@ -198,6 +198,10 @@ pub trait Store {
     /// being released and the hold is its last finalizer. The API server
     /// then deletes the object. False when that did not hold (changed, gone).
     async fn end_hold(&self, ep: &NetworkEndpoint, new_pod_uid: &str) -> Result<bool>;
+    /// Removes every finalizer but the sticky hold from the releasing lease
+    /// `ep`, only if it is unchanged (UID and resourceVersion preconditions):
+    /// the forced release of a held lease, which never ends the hold.
+    async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool>;
     /// Waits until the lease `name` changes after `resource_version` (any
     /// event, deletion included), at most `timeout`. True if it changed.
     async fn wait_for_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<bool>;
@@ -458,6 +462,30 @@ impl Store for KubeStore {
             // Gone, changed, or a test failed (422): nothing was changed.
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
             Err(e) => Err(Error::from_kube(format!("end the sticky hold of {name}"), e)),
+        }
+    }
+
+    async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool> {
+        let name = ep.metadata.name.as_deref().unwrap_or_default();
+        let ptr = |tokens: &[&str]| PointerBuf::from_tokens(tokens.iter().copied());
+        let test = |field: &str, value: Option<&String>| {
+            PatchOperation::Test(TestOperation {
+                path: ptr(&["metadata", field]),
+                value: value.cloned().unwrap_or_default().into(),
+            })
+        };
+        let patch = json_patch::Patch(vec![
+            test("uid", ep.metadata.uid.as_ref()),
+            test("resourceVersion", ep.metadata.resource_version.as_ref()),
+            PatchOperation::Replace(json_patch::ReplaceOperation {
+                path: ptr(&["metadata", "finalizers"]),
+                value: serde_json::json!([FINALIZER_STICKY_HOLD]),
+            }),
+        ]);
+        match self.api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(e) => Err(Error::from_kube(format!("remove the agents' finalizers of {name}"), e)),
         }
     }
 
