@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint unit test demo bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd lint unit test demo demo-sticky bench testenv-start testenv-stop clean
 
 all: build
 
@@ -43,6 +43,9 @@ test: tools build
 
 demo: tools build
 	@scripts/demo.sh
+
+demo-sticky: tools build
+	@scripts/demo-sticky.sh
 
 bench: tools
 	@scripts/bench.sh

@@ -56,6 +56,9 @@ pub struct Attachment {
     pub node: String,
     /// The Pod, when the runtime passed K8S_POD_*.
     pub pod: Option<PodIdentity>,
+    /// The Pod's sticky identity, which ADD sets when `ipam.sticky` applies
+    /// to the Pod (see [`crate::sticky`]); its leases are then held.
+    pub sticky: Option<crate::sticky::Identity>,
 }
 
 /// CNI ADD: one lease per range set for the attachment, all or nothing.
@@ -97,12 +100,15 @@ pub async fn add_requesting<S: Store>(
     }
     let missing =
         conf.range_sets.iter().any(|set| !existing.iter().any(|ep| ep.ip().is_some_and(|ip| set.is_usable(ip))));
+    let mut pod_facts = None;
     if missing {
         // The ADD's one Pod GET, made only when a configured feature needs
         // it; every feature reads the same answer.
         let wants_annotation = static_ip::needs_pod(conf, asked, who);
-        let pod_facts = match &who.pod {
-            Some(pod) if wants_annotation => store.pod_facts(&pod.namespace, &pod.name).await?,
+        pod_facts = match &who.pod {
+            Some(pod) if wants_annotation || conf.sticky.is_some() => {
+                store.pod_facts(&pod.namespace, &pod.name).await?
+            }
             _ => None,
         };
         if wants_annotation {
@@ -111,9 +117,12 @@ pub async fn add_requesting<S: Store>(
         verify_node(store, who, local).await?;
         local.mark_pending(&who.key.container_id, &who.key.if_name);
     }
+    let (who_sticky, old) = sticky_identity(store, conf, who, pod_facts.as_ref()).await?;
+    let who = who_sticky.as_ref().unwrap_or(who);
 
     let mut claimed = Claimed::default();
-    match claim_all(store, conf, who, local, &existing, &plan, &mut claimed).await {
+    let wanted = Wanted { plan: &plan, sticky_old: &old };
+    match claim_all(store, conf, who, local, &existing, wanted, &mut claimed).await {
         Ok(result) => {
             if !claimed.leases.is_empty() || !claimed.adopted.is_empty() {
                 existing.extend(claimed.leases);
@@ -138,6 +147,26 @@ pub async fn add_requesting<S: Store>(
     }
 }
 
+/// The attachment with its sticky identity, and the identity's leases in
+/// this pool (one label-selected list), when `ipam.sticky` applies to the Pod.
+async fn sticky_identity<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    facts: Option<&crate::store::PodFacts>,
+) -> Result<(Option<Attachment>, Vec<NetworkEndpoint>)> {
+    let (Some(sc), Some(pod)) = (&conf.sticky, &who.pod) else { return Ok((None, Vec::new())) };
+    let Some(id) = crate::sticky::identity(sc, pod, facts) else { return Ok((None, Vec::new())) };
+    let old: Vec<NetworkEndpoint> = store
+        .find_by_identity(&conf.pool, &id.label)
+        .await?
+        .into_iter()
+        .filter(|ep| crate::sticky::belongs_to(ep, &id))
+        .collect();
+    debug!(identity = %id.label, leases = old.len(), "sticky Pod");
+    Ok((Some(Attachment { sticky: Some(id), ..who.clone() }), old))
+}
+
 /// What an ADD has claimed so far, for rollback.
 #[derive(Default)]
 pub(crate) struct Claimed {
@@ -149,6 +178,16 @@ pub(crate) struct Claimed {
     ambiguous: bool,
 }
 
+/// The addresses an ADD asks for before the allocator is asked: the static
+/// request per range set, and the leases a sticky Pod's identity held.
+#[derive(Clone, Copy)]
+struct Wanted<'a> {
+    /// Per range set, the static address asked for (see [`static_ip::plan`]).
+    plan: &'a [Option<IpAddr>],
+    /// The sticky identity's leases in this pool (empty when not sticky).
+    sticky_old: &'a [NetworkEndpoint],
+}
+
 /// Claims one lease per range set not already served by `existing` and
 /// builds the result. Every lease created is pushed to `claimed` as soon as
 /// it exists, so that the caller can roll back whatever fails after it.
@@ -158,7 +197,7 @@ async fn claim_all<S: Store>(
     who: &Attachment,
     local: &LocalState,
     existing: &[NetworkEndpoint],
-    plan: &[Option<IpAddr>],
+    wanted: Wanted<'_>,
     claimed: &mut Claimed,
 ) -> Result<IpamResult> {
     let mut result = IpamResult { ips: Vec::new(), routes: conf.routes.clone() };
@@ -169,14 +208,21 @@ async fn claim_all<S: Store>(
             result.ips.push(ip_config(set, ep)?);
             continue;
         }
-        if let Some(ip) = plan.get(i).copied().flatten() {
-            let ep = match static_ip::claim(store, conf, who, set, ip, deadline, claimed).await? {
+        if let Some(ip) = wanted.plan.get(i).copied().flatten() {
+            // A static request names its address and takes precedence; its
+            // lease holds no sticky claim.
+            let plain = Attachment { sticky: None, ..who.clone() };
+            let ep = match static_ip::claim(store, conf, &plain, set, ip, deadline, claimed).await? {
                 static_ip::Got::Created(ep) => ep,
                 static_ip::Got::Adopted(ep) => {
                     claimed.adopted.push(ep.clone());
                     ep
                 }
             };
+            result.ips.push(ip_config(set, &ep)?);
+            continue;
+        }
+        if let Some(ep) = take_back_sticky(store, conf, who, set, wanted.sticky_old, claimed).await? {
             result.ips.push(ip_config(set, &ep)?);
             continue;
         }
@@ -189,6 +235,52 @@ async fn claim_all<S: Store>(
         result.ips.push(ip_config(set, &ep)?);
     }
     Ok(result)
+}
+
+/// A sticky Pod's address in `set`, taken back from its identity's old
+/// lease: `None` when it has none there, or when the address was taken in
+/// the gap after the hold ended (then recorded as `StickyIPLost`, and the
+/// Pod gets another address).
+async fn take_back_sticky<S: Store>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    old: &[NetworkEndpoint],
+    claimed: &mut Claimed,
+) -> Result<Option<NetworkEndpoint>> {
+    let (Some(id), Some(sc)) = (&who.sticky, &conf.sticky) else { return Ok(None) };
+    let Some(prev) = crate::sticky::old_lease_in(old, set) else { return Ok(None) };
+    let outcome = crate::sticky::take_back(store, conf, id, who, prev, sc.wait_for_old).await?;
+    let ip = match outcome {
+        crate::sticky::Outcome::Own(ep) => {
+            info!(ip = %ep.spec.ip, "ADD repeated: returning the existing sticky lease");
+            return Ok(Some(*ep));
+        }
+        crate::sticky::Outcome::Free(ip) => ip,
+    };
+    let name = endpoint_name(&conf.pool, ip);
+    for _ in 0..MAX_ROUNDS {
+        if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
+            info!(%ip, identity = %id.label, "sticky IP taken back");
+            return Ok(Some(ep));
+        }
+        // Taken: the old object on its way out, or another holder.
+        match store.get(&name).await? {
+            None => continue,
+            Some(ep) if ep.metadata.uid == prev.metadata.uid => {
+                let rv = ep.metadata.resource_version.clone().unwrap_or_default();
+                store.wait_for_change(&name, &rv, sc.wait_for_old).await?;
+            }
+            Some(_) => break,
+        }
+    }
+    let note = format!("sticky IP {ip} of pool {} was taken by another Pod after its hold ended", conf.pool);
+    warn!(%ip, identity = %id.label, "sticky IP lost: taken in the gap after the hold ended");
+    if let Some(pod) = &who.pod {
+        store.record_event(pod_ref(pod), netendpoint_crd::REASON_STICKY_IP_LOST, note, true).await;
+    }
+    Ok(None)
 }
 
 /// Refuses to lease under a node name that is not a registered Node. The
@@ -275,7 +367,7 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
             labels.insert(LABEL_POD_UID.to_string(), label_value(&pod.uid));
         }
     }
-    NetworkEndpoint {
+    let mut ep = NetworkEndpoint {
         metadata: ObjectMeta {
             name: Some(endpoint_name(&conf.pool, ip)),
             labels: Some(labels),
@@ -303,7 +395,11 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
             force_release_after: Some(force_release_after),
             static_ip: None,
         },
+    };
+    if let Some(id) = &who.sticky {
+        crate::sticky::mark(&mut ep, id);
     }
+    ep
 }
 
 /// When an ADD stops waiting for a release; time on the runtime's (tokio's) clock.
@@ -364,10 +460,13 @@ async fn claim_one<S: Store>(
     let mut logged_wait = false;
     let mut checked_vanished = false;
     let mut rounds = 0;
+    // Addresses handed back to their sticky identity while this ADD waited:
+    // never claimed by it, even if a list shows them free in the gap.
+    let mut promised = std::collections::HashSet::new();
     loop {
         rounds += 1;
         let view = store.list_pool(&conf.pool).await?;
-        if let Some(ep) = claim_free(store, conf, who, set, cursor, &view, claimed).await? {
+        if let Some(ep) = claim_free(store, conf, who, set, cursor, &view, &promised, claimed).await? {
             if logged_wait {
                 info!(ip = %ep.spec.ip, waited_ms = deadline.waited().as_millis() as u64, "claimed after waiting for a release");
             }
@@ -426,6 +525,10 @@ async fn claim_one<S: Store>(
                     info!(%ip, waited_ms = deadline.waited().as_millis() as u64, "claimed a just-released address");
                     return Ok(ep);
                 }
+            }
+            Release::HandedOver(ip) => {
+                debug!(%ip, "released to its sticky identity: not ours to claim");
+                promised.insert(ip);
             }
             Release::Freed(_) | Release::Restart | Release::TimedOut => {}
         }
@@ -529,6 +632,7 @@ async fn claim_from_blocks<S: Store>(
 }
 
 /// Phase 3: creates at the addresses the pool list shows free, in candidate order.
+#[allow(clippy::too_many_arguments)]
 async fn claim_free<S: Store>(
     store: &S,
     conf: &IpamConfig,
@@ -536,10 +640,11 @@ async fn claim_free<S: Store>(
     set: &RangeSet,
     cursor: Option<IpAddr>,
     view: &PoolView,
+    promised: &std::collections::HashSet<IpAddr>,
     claimed: &mut Claimed,
 ) -> Result<Option<NetworkEndpoint>> {
     let used: std::collections::HashSet<IpAddr> = view.entries.iter().map(|e| e.ip).collect();
-    for ip in set.candidates(cursor).filter(|ip| !used.contains(ip)) {
+    for ip in set.candidates(cursor).filter(|ip| !used.contains(ip) && !promised.contains(ip)) {
         if let Some(ep) = try_claim(store, conf, who, set, ip, claimed).await? {
             info!(%ip, "claimed from the pool list");
             return Ok(Some(ep));
@@ -565,6 +670,10 @@ impl<'a> Releases<'a> {
         let mut young = Vec::new();
         for e in in_set.iter().copied() {
             let Some(since) = &e.releasing_since else { continue };
+            // A held release is not available: nothing forces a sticky hold.
+            if crate::sticky::is_held(&e.finalizers) {
+                continue;
+            }
             let bound = e.force_release_after.unwrap_or(default_bound);
             let age = now.and_then(|n| crate::store::elapsed_at_least(n, since)).unwrap_or(Duration::ZERO);
             if now.is_some() && age >= bound {
@@ -858,6 +967,7 @@ mod tests {
             key: AttachmentKey { container_id: cid.into(), if_name: "eth0".into() },
             node: "n1".into(),
             pod: Some(PodIdentity { namespace: "default".into(), name: format!("pod-{cid}"), uid: String::new() }),
+            sticky: None,
         }
     }
 
@@ -1262,6 +1372,150 @@ mod tests {
         let _ = Fault::Denied;
     }
 
+    fn sticky_pod(store: &MemStore, name: &str, uid: &str) -> Attachment {
+        let facts = crate::store::PodFacts {
+            uid: uid.into(),
+            owner: Some(("StatefulSet".into(), "web".into())),
+            ..crate::store::PodFacts::default()
+        };
+        store.put_pod("default", name, facts);
+        let mut w = who(&format!("{name}-{uid}"));
+        w.pod = Some(PodIdentity { namespace: "default".into(), name: name.into(), uid: uid.into() });
+        w
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_sticky_on_a_non_sticky_pod_costs_exactly_the_pod_get() {
+        for (sticky, pod_owner) in [(false, None), (true, None), (true, Some("ReplicaSet"))] {
+            let store = MemStore::new(T0, &["n1"]);
+            let extra = if sticky { json!({"sticky": {}}) } else { json!({}) };
+            let c = conf("10.0.0.0/29", extra);
+            let w = who("c1");
+            if let Some(kind) = pod_owner {
+                let facts = crate::store::PodFacts {
+                    uid: "u1".into(),
+                    owner: Some((kind.into(), "rs".into())),
+                    ..crate::store::PodFacts::default()
+                };
+                store.put_pod("default", "pod-c1", facts);
+            }
+            add(&store, &c, &w, &LocalState::none()).await.unwrap();
+            let expected = 2 + usize::from(sticky); // node check + create (+ pod GET)
+            assert_eq!(store.total_calls(), expected, "sticky={sticky} owner={pod_owner:?}");
+            assert_eq!(store.calls("get_pod"), usize::from(sticky));
+            let ep = store.object("p.10.0.0.2").unwrap();
+            assert!(ep.metadata.finalizers.is_none(), "no hold on a non-sticky lease");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recreated_sticky_pod_gets_its_ip_back_after_the_agents_and_nobody_else_gets_it() {
+        let store = std::sync::Arc::new(MemStore::new(T0, &["n1"]));
+        let c =
+            conf("10.0.0.0/29", json!({"finalizers": [FIN], "sticky": {"waitForOld": "20s"}, "waitForRelease": "20s"}));
+        let first = sticky_pod(&store, "web-0", "u1");
+        let ip = ip_of(&add(&*store, &c, &first, &LocalState::none()).await.unwrap());
+        let name = format!("p.{ip}");
+        let lease = store.object(&name).unwrap();
+        assert_eq!(lease.metadata.finalizers.unwrap(), [FIN, netendpoint_crd::FINALIZER_STICKY_HOLD]);
+        assert_eq!(lease.metadata.labels.unwrap()[netendpoint_crd::LABEL_STICKY_IDENTITY], "default.web-0");
+        // Fill the rest of the pool with other pods.
+        for i in 0..4 {
+            add(&*store, &c, &who(&format!("o{i}")), &LocalState::none()).await.unwrap();
+        }
+        // The old sandbox's DEL; the agent acknowledges; the hold keeps the lease.
+        del(&*store, &c, &first, &LocalState::none()).await.unwrap();
+        store.ack(&name, FIN);
+        let held = store.object(&name).expect("held after every agent acknowledged");
+        assert_eq!(held.metadata.finalizers.unwrap(), [netendpoint_crd::FINALIZER_STICKY_HOLD]);
+        // Another pod waiting in the full pool gets nothing.
+        let e = add(&*store, &c, &who("intruder"), &LocalState::none()).await.unwrap_err();
+        assert_eq!(e.code(), 100, "{e}");
+        assert!(store.object(&name).is_some(), "a held release is never forced");
+        // The new incarnation takes it back.
+        let second = sticky_pod(&store, "web-0", "u2");
+        let again = add(&*store, &c, &second, &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&again), ip);
+        let now = store.object(&name).unwrap();
+        assert_eq!(now.spec.pod.unwrap().uid, "u2");
+        assert_ne!(now.metadata.uid, held.metadata.uid);
+        assert_eq!(store.calls("end_hold"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sticky_add_waits_for_the_old_del_and_agents_then_a_waiter_leaves_the_ip_to_it() {
+        let store = std::sync::Arc::new(MemStore::new(T0, &["n1"]));
+        let c =
+            conf("10.0.0.0/29", json!({"finalizers": [FIN], "sticky": {"waitForOld": "20s"}, "waitForRelease": "20s"}));
+        let first = sticky_pod(&store, "web-0", "u1");
+        let ip = ip_of(&add(&*store, &c, &first, &LocalState::none()).await.unwrap());
+        let name = format!("p.{ip}");
+        let other = ip_of(&add(&*store, &c, &who("o"), &LocalState::none()).await.unwrap());
+        for i in 1..4 {
+            add(&*store, &c, &who(&format!("o{i}")), &LocalState::none()).await.unwrap();
+        }
+        // A competitor waits in the full pool; the other pod's release comes late.
+        let s2 = store.clone();
+        let c2 = c.clone();
+        let waiter = tokio::spawn(async move { add(&*s2, &c2, &who("waiter"), &LocalState::none()).await });
+        let second = sticky_pod(&store, "web-0", "u2");
+        let s3 = store.clone();
+        let (c3, f, n, o) = (c.clone(), first.clone(), name.clone(), format!("p.{other}"));
+        let old_side = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            del(&*s3, &c3, &f, &LocalState::none()).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            s3.ack(&n, FIN);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            s3.release(&o);
+            s3.ack(&o, FIN);
+        });
+        let started = tokio::time::Instant::now();
+        let again = add(&*store, &c, &second, &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&again), ip, "same IP");
+        assert!(started.elapsed() >= Duration::from_secs(3), "not before the old DEL and the agent");
+        old_side.await.unwrap();
+        let got = waiter.await.unwrap().unwrap();
+        assert_eq!(ip_of(&got), other, "the waiter took the other release, never the sticky IP");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_wait_for_old_runs_out_the_add_says_what_it_waits_for_and_the_hold_stays() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf("10.0.0.0/29", json!({"finalizers": [FIN], "sticky": {"waitForOld": "3s"}}));
+        let first = sticky_pod(&store, "web-0", "u1");
+        let ip = ip_of(&add(&store, &c, &first, &LocalState::none()).await.unwrap());
+        let second = sticky_pod(&store, "web-0", "u2");
+        let e = add(&store, &c, &second, &LocalState::none()).await.unwrap_err();
+        assert_eq!(e.code(), 11, "{e}");
+        assert!(e.to_string().contains("DEL of its previous sandbox"), "{e}");
+        del(&store, &c, &first, &LocalState::none()).await.unwrap();
+        let e = add(&store, &c, &second, &LocalState::none()).await.unwrap_err();
+        assert!(e.to_string().contains(FIN), "{e}");
+        let held = store.object(&format!("p.{ip}")).unwrap();
+        assert!(held.metadata.finalizers.unwrap().contains(&netendpoint_crd::FINALIZER_STICKY_HOLD.to_string()));
+        assert!(store.objects().iter().all(|ep| ep.spec.pod.as_ref().unwrap().uid != "u2"), "no second lease");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_agent_that_never_answers_loses_its_finalizer_after_the_bound_and_the_hold_is_kept() {
+        let store = MemStore::new(T0, &["n1"]);
+        let c = conf(
+            "10.0.0.0/29",
+            json!({"finalizers": [FIN], "forceReleaseAfter": "5s", "sticky": {"waitForOld": "30s"}, "timeout": "60s"}),
+        );
+        let first = sticky_pod(&store, "web-0", "u1");
+        let ip = ip_of(&add(&store, &c, &first, &LocalState::none()).await.unwrap());
+        del(&store, &c, &first, &LocalState::none()).await.unwrap();
+        let second = sticky_pod(&store, "web-0", "u2");
+        let started = tokio::time::Instant::now();
+        let again = add(&store, &c, &second, &LocalState::none()).await.unwrap();
+        assert_eq!(ip_of(&again), ip);
+        assert!(started.elapsed() >= Duration::from_secs(5), "not before the bound: {:?}", started.elapsed());
+        assert!(started.elapsed() < Duration::from_secs(8), "soon after the bound: {:?}", started.elapsed());
+        assert_eq!((store.calls("force_keep_hold"), store.calls("end_hold")), (1, 1));
+    }
+
     /// DEL against a store whose list says 404 but whose discovery serves the CRD.
     async fn del_with_discovery(store: &MemStore, c: &IpamConfig) -> Result<()> {
         struct Lying<'a>(&'a MemStore);
@@ -1325,6 +1579,18 @@ mod tests {
             }
             async fn wait_gone(&self, ep: &NetworkEndpoint, t: Duration) -> Result<Release> {
                 self.0.wait_gone(ep, t).await
+            }
+            async fn find_by_identity(&self, p: &str, i: &str) -> Result<Vec<NetworkEndpoint>> {
+                self.0.find_by_identity(p, i).await
+            }
+            async fn end_hold(&self, ep: &NetworkEndpoint, u: &str) -> Result<bool> {
+                self.0.end_hold(ep, u).await
+            }
+            async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool> {
+                self.0.force_keep_hold(ep).await
+            }
+            async fn wait_for_change(&self, n: &str, rv: &str, t: Duration) -> Result<bool> {
+                self.0.wait_for_change(n, rv, t).await
             }
         }
         del(&Lying(store), c, &who("c1"), &LocalState::none()).await

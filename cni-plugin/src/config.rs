@@ -85,6 +85,8 @@ pub struct IpamConfig {
     pub cross_node: CrossNode,
     /// `ipam.staticIPs`: where an ADD may be asked for given addresses.
     pub static_ips: StaticIpsConfig,
+    /// Sticky IPs for Pods of the configured owner kinds (`ipam.sticky`); `None` is off.
+    pub sticky: Option<crate::sticky::StickyConfig>,
 }
 
 /// `ipam.staticIPs`. Requests in `runtimeConfig.ips`, `args.cni.ips` and
@@ -154,6 +156,7 @@ struct RawIpam {
     cross_node: Option<String>,
     #[serde(default, rename = "staticIPs")]
     static_ips: StaticIpsConfig,
+    sticky: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -278,7 +281,13 @@ impl IpamConfig {
                 return Err(Error::config("ipam.crossNode", &format!("{other:?} is not \"plugin\" or \"controller\"")));
             }
         };
+        let sticky = raw
+            .sticky
+            .as_ref()
+            .map(|v| crate::sticky::StickyConfig::parse(v, wait_for_release, max_wait))
+            .transpose()?;
         Ok(Self {
+            sticky,
             pool,
             network: network.to_string(),
             range_sets,
@@ -390,7 +399,7 @@ pub use netendpoint_crd::duration::parse as parse_duration;
 /// Reads the duration field `field`: `default` when absent, a code 7 error
 /// when it does not parse or exceeds `max`. Capping every duration here is
 /// what keeps all later time arithmetic in range.
-fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
+pub(crate) fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
     let Some(v) = s else { return Ok(default) };
     let d = parse_duration(v)
         .ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))?;

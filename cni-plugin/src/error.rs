@@ -172,6 +172,24 @@ pub enum Error {
         /// How long the ADD waited.
         waited: Duration,
     },
+    /// A sticky Pod's previous lease was not released and acknowledged within
+    /// `ipam.sticky.waitForOld` (code 11, "try again later"). Its hold stays,
+    /// so no other Pod takes the IP; the runtime retries the sandbox.
+    #[error(
+        "sticky IP {ip} of pool {pool} is still held by lease {lease}: waited {waited:.1?} (ipam.sticky.waitForOld) for {waiting_for}; try again later"
+    )]
+    StickyWait {
+        /// The pool.
+        pool: String,
+        /// The address kept for the Pod.
+        ip: std::net::IpAddr,
+        /// The previous lease's name.
+        lease: String,
+        /// What it still waits for.
+        waiting_for: String,
+        /// How long this ADD waited.
+        waited: Duration,
+    },
     /// The invocation ran past `ipam.timeout` (code 11, "try again later").
     /// Whatever an ADD had claimed was released first.
     #[error("{command} did not finish within ipam.timeout ({after:.1?}); try again later")]
@@ -232,7 +250,7 @@ impl Error {
         match self {
             Self::IncompatibleVersion { .. } | Self::CommandNotInVersion { .. } => 1,
             Self::InvalidEnv { .. } => 4,
-            Self::DeadlineExceeded { .. } => 11,
+            Self::DeadlineExceeded { .. } | Self::StickyWait { .. } => 11,
             Self::NodeNotRegistered { .. } => 107,
             Self::Inconsistent(_) | Self::InvalidLease { .. } => 105,
             Self::Io { .. } => 5,

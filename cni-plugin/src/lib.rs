@@ -26,6 +26,7 @@ mod memstore;
 pub mod nofollow;
 pub mod protocol;
 pub mod static_ip;
+pub mod sticky;
 pub mod store;
 
 use std::collections::HashMap;
@@ -102,6 +103,7 @@ fn dispatch_network(
         key: AttachmentKey { container_id: inv.container_id.clone(), if_name: inv.if_name.clone() },
         node,
         pod: inv.pod(&net.args_cni),
+        sticky: None,
     };
     let span = info_span!(
         "cni",

@@ -186,6 +186,7 @@ mod tests {
 
     fn who(cid: &str, ifname: &str) -> Attachment {
         Attachment {
+            sticky: None,
             key: AttachmentKey { container_id: cid.into(), if_name: ifname.into() },
             node: "n1".into(),
             pod: None,

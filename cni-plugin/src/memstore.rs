@@ -16,7 +16,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use netendpoint_crd::{ANNOTATION_FORCE_RELEASE_AFTER, LABEL_BLOCK, LABEL_NODE, NetworkEndpoint};
+use netendpoint_crd::{
+    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_HANDOVER_TO, FINALIZER_STICKY_HOLD, LABEL_BLOCK, LABEL_NODE,
+    LABEL_STICKY_IDENTITY, NetworkEndpoint,
+};
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
@@ -60,8 +63,10 @@ impl Fault {
 #[derive(Default)]
 struct State {
     objects: BTreeMap<String, NetworkEndpoint>,
-    /// (resourceVersion, ip) of every object that disappeared.
-    gone: Vec<(u64, IpAddr)>,
+    /// (resourceVersion, ip, handed over) of every object that disappeared.
+    gone: Vec<(u64, IpAddr, bool)>,
+    /// Pods by (namespace, name).
+    pods: BTreeMap<(String, String), PodFacts>,
     rv: u64,
     nodes: HashSet<String>,
     events: Vec<(String, String)>,
@@ -70,8 +75,6 @@ struct State {
     lost_creates: usize,
     probe_fault: Option<Fault>,
     crd_served: bool,
-    /// Pods by (namespace, name).
-    pods: BTreeMap<(String, String), PodFacts>,
 }
 
 /// See the module docs.
@@ -80,6 +83,7 @@ pub struct MemStore {
     start: Timestamp,
     started: tokio::time::Instant,
     freed: Notify,
+    changed: Notify,
 }
 
 impl MemStore {
@@ -92,6 +96,7 @@ impl MemStore {
             start: start.parse().unwrap(),
             started: tokio::time::Instant::now(),
             freed: Notify::new(),
+            changed: Notify::new(),
         }
     }
 
@@ -158,6 +163,11 @@ impl MemStore {
         self.state.lock().unwrap().events.clone()
     }
 
+    /// Creates (or replaces) the Pod `namespace`/`name`.
+    pub fn put_pod(&self, namespace: &str, name: &str, facts: PodFacts) {
+        self.state.lock().unwrap().pods.insert((namespace.to_string(), name.to_string()), facts);
+    }
+
     /// Registers or removes a Node.
     pub fn set_node(&self, name: &str, present: bool) {
         let mut st = self.state.lock().unwrap();
@@ -176,11 +186,6 @@ impl MemStore {
     /// Makes every probe (STATUS) fail with `fault`, or succeed with `None`.
     pub fn fail_probe(&self, fault: Option<Fault>) {
         self.state.lock().unwrap().probe_fault = fault;
-    }
-
-    /// Creates or replaces the Pod `namespace/name`.
-    pub fn put_pod(&self, namespace: &str, name: &str, facts: PodFacts) {
-        self.state.lock().unwrap().pods.insert((namespace.to_string(), name.to_string()), facts);
     }
 
     /// Whether discovery serves the CRD.
@@ -203,15 +208,17 @@ impl MemStore {
         let Some(ep) = st.objects.get(name) else { return };
         if ep.metadata.deletion_timestamp.is_some() && ep.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
             let ip = ep.ip().unwrap();
+            let handed_over = ep.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANNOTATION_HANDOVER_TO));
             st.objects.remove(name);
             st.rv += 1;
             let rv = st.rv;
-            st.gone.push((rv, ip));
+            st.gone.push((rv, ip, handed_over));
             self.freed.notify_waiters();
         } else if let Some(ep) = st.objects.get_mut(name) {
             st.rv += 1;
             ep.metadata.resource_version = Some(st.rv.to_string());
         }
+        self.changed.notify_waiters();
     }
 
     fn entry(ep: &NetworkEndpoint) -> PoolEntry {
@@ -316,8 +323,8 @@ impl Store for MemStore {
         let until = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.freed.notified();
-            if let Some((_, ip)) = self.state.lock().unwrap().gone.iter().find(|(rv, _)| *rv > since) {
-                return Ok(Release::Freed(*ip));
+            if let Some((_, ip, handed_over)) = self.state.lock().unwrap().gone.iter().find(|(rv, ..)| *rv > since) {
+                return Ok(if *handed_over { Release::HandedOver(*ip) } else { Release::Freed(*ip) });
             }
             tokio::select! {
                 () = notified => {}
@@ -398,6 +405,64 @@ impl Store for MemStore {
             tokio::select! {
                 () = notified => {}
                 () = tokio::time::sleep_until(until) => return Ok(Release::TimedOut),
+            }
+        }
+    }
+
+    async fn find_by_identity(&self, pool: &str, identity: &str) -> Result<Vec<NetworkEndpoint>> {
+        self.count("list_identity");
+        let st = self.state.lock().unwrap();
+        let ours = |e: &&NetworkEndpoint| {
+            e.spec.pool == pool
+                && e.metadata.labels.as_ref().and_then(|l| l.get(LABEL_STICKY_IDENTITY)).is_some_and(|v| v == identity)
+        };
+        Ok(st.objects.values().filter(ours).cloned().collect())
+    }
+
+    async fn end_hold(&self, ep: &NetworkEndpoint, new_pod_uid: &str) -> Result<bool> {
+        self.count("end_hold");
+        let mut st = self.state.lock().unwrap();
+        let name = ep.metadata.name.clone().unwrap();
+        let Some(cur) = st.objects.get_mut(&name) else { return Ok(false) };
+        let only_hold = cur.metadata.finalizers.as_deref() == Some(&[FINALIZER_STICKY_HOLD.to_string()][..]);
+        if cur.metadata.uid != ep.metadata.uid || cur.metadata.deletion_timestamp.is_none() || !only_hold {
+            return Ok(false);
+        }
+        cur.metadata.finalizers = None;
+        cur.metadata.annotations.get_or_insert_default().insert(ANNOTATION_HANDOVER_TO.into(), new_pod_uid.into());
+        self.settle(&mut st, &name);
+        Ok(true)
+    }
+
+    async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool> {
+        self.count("force_keep_hold");
+        let mut st = self.state.lock().unwrap();
+        let name = ep.metadata.name.clone().unwrap();
+        let Some(cur) = st.objects.get_mut(&name) else { return Ok(false) };
+        if cur.metadata.uid != ep.metadata.uid || cur.metadata.resource_version != ep.metadata.resource_version {
+            return Ok(false);
+        }
+        cur.metadata.finalizers = Some(vec![FINALIZER_STICKY_HOLD.to_string()]);
+        self.settle(&mut st, &name);
+        Ok(true)
+    }
+
+    async fn wait_for_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<bool> {
+        self.count("watch_lease");
+        let since: u64 = resource_version.parse().unwrap_or(0);
+        let until = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.changed.notified();
+            {
+                let st = self.state.lock().unwrap();
+                let rv = st.objects.get(name).and_then(|e| e.metadata.resource_version.as_deref()?.parse::<u64>().ok());
+                if rv.is_none_or(|rv| rv > since) {
+                    return Ok(true);
+                }
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(until) => return Ok(false),
             }
         }
     }

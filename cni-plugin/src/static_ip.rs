@@ -262,7 +262,7 @@ pub(crate) async fn claim<S: Store>(
         }
         match store.wait_gone(&held, deadline.remaining()).await? {
             Release::TimedOut => return Err(releasing(conf, ip, &held, deadline)),
-            Release::Freed(_) | Release::Restart => {}
+            Release::Freed(_) | Release::HandedOver(_) | Release::Restart => {}
         }
         last = Some(held);
     }
@@ -366,6 +366,7 @@ mod tests {
             key: crate::protocol::AttachmentKey { container_id: "c".into(), if_name: "eth0".into() },
             node: "n1".into(),
             pod: Some(crate::protocol::PodIdentity { namespace: "ns".into(), name: "web-0".into(), uid: uid.into() }),
+            sticky: None,
         }
     }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{PatchOperation, RemoveOperation, TestOperation};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -24,8 +24,8 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
 use kube::api::{Patch, PatchParams};
 use netendpoint_crd::{
-    ANNOTATION_FORCE_RELEASE_AFTER, FIELD_CONTAINER_ID, FIELD_NODE, GROUP, LABEL_BLOCK, LABEL_NODE, LABEL_POOL,
-    NetworkEndpoint,
+    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_HANDOVER_TO, FIELD_CONTAINER_ID, FIELD_NODE, FINALIZER_STICKY_HOLD,
+    GROUP, LABEL_BLOCK, LABEL_NODE, LABEL_POOL, LABEL_STICKY_IDENTITY, NetworkEndpoint,
 };
 use tracing::{debug, warn};
 
@@ -87,6 +87,9 @@ pub struct PoolView {
 pub enum Release {
     /// A lease of the pool disappeared: this address is free now.
     Freed(IpAddr),
+    /// A sticky lease's hold was ended to hand its address back to its own
+    /// Pod identity: that address is promised, not free.
+    HandedOver(IpAddr),
     /// Nothing was released within the timeout.
     TimedOut,
     /// The watch ended early (e.g. the resource version expired): list again.
@@ -192,6 +195,21 @@ pub trait Store {
     /// once it is (or its name holds another object), [`Release::TimedOut`],
     /// or [`Release::Restart`] when the watch ended early.
     async fn wait_gone(&self, ep: &NetworkEndpoint, timeout: Duration) -> Result<Release>;
+    /// The leases of `pool` labelled with the sticky identity `identity`
+    /// (a `netendpoint_crd::sticky_identity` value).
+    async fn find_by_identity(&self, pool: &str, identity: &str) -> Result<Vec<NetworkEndpoint>>;
+    /// Ends the sticky hold of `ep` for Pod UID `new_pod_uid`: removes the
+    /// hold finalizer and records the handover, only if `ep` (same UID) is
+    /// being released and the hold is its last finalizer. The API server
+    /// then deletes the object. False when that did not hold (changed, gone).
+    async fn end_hold(&self, ep: &NetworkEndpoint, new_pod_uid: &str) -> Result<bool>;
+    /// Removes every finalizer but the sticky hold from the releasing lease
+    /// `ep`, only if it is unchanged (UID and resourceVersion preconditions):
+    /// the forced release of a held lease, which never ends the hold.
+    async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool>;
+    /// Waits until the lease `name` changes after `resource_version` (any
+    /// event, deletion included), at most `timeout`. True if it changed.
+    async fn wait_for_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<bool>;
 }
 
 /// The part of a `meta.k8s.io/v1` Table the block list reads: each row's
@@ -348,7 +366,9 @@ impl Store for KubeStore {
                         if let Some(ip) =
                             m.metadata.name.as_deref().and_then(|n| netendpoint_crd::parse_endpoint_name(pool, n))
                         {
-                            return Ok(Release::Freed(ip));
+                            let handed_over =
+                                m.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANNOTATION_HANDOVER_TO));
+                            return Ok(if handed_over { Release::HandedOver(ip) } else { Release::Freed(ip) });
                         }
                     }
                     Ok(WatchEvent::Error(_)) => return Ok(Release::Restart),
@@ -412,20 +432,20 @@ impl Store for KubeStore {
 
     async fn pod_facts(&self, namespace: &str, name: &str) -> Result<Option<PodFacts>> {
         let pods: Api<Pod> = Api::namespaced(self.api.clone().into_client(), namespace);
-        let pod = pods.get_opt(name).await.map_err(|e| Error::from_kube(format!("get pod {namespace}/{name}"), e))?;
-        Ok(pod.map(|p| {
-            let owner = p
+        let meta = pods
+            .get_metadata_opt(name)
+            .await
+            .map_err(|e| Error::from_kube(format!("get pod {namespace}/{name}"), e))?;
+        Ok(meta.map(|m| PodFacts {
+            uid: m.metadata.uid.unwrap_or_default(),
+            annotations: m.metadata.annotations.unwrap_or_default(),
+            owner: m
                 .metadata
                 .owner_references
                 .unwrap_or_default()
                 .into_iter()
                 .find(|o| o.controller == Some(true))
-                .map(|o| (o.kind, o.name));
-            PodFacts {
-                uid: p.metadata.uid.unwrap_or_default(),
-                annotations: p.metadata.annotations.unwrap_or_default(),
-                owner,
-            }
+                .map(|o| (o.kind, o.name)),
         }))
     }
 
@@ -462,6 +482,103 @@ impl Store for KubeStore {
             Err(_) => Ok(Release::TimedOut),
         }
     }
+
+    async fn find_by_identity(&self, pool: &str, identity: &str) -> Result<Vec<NetworkEndpoint>> {
+        let selector =
+            format!("{LABEL_POOL}={},{LABEL_STICKY_IDENTITY}={identity}", netendpoint_crd::label_value(pool));
+        self.api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map(|l| l.items)
+            .map_err(|e| Error::from_kube(format!("list leases of sticky identity {identity} in pool {pool}"), e))
+    }
+
+    async fn end_hold(&self, ep: &NetworkEndpoint, new_pod_uid: &str) -> Result<bool> {
+        let name = ep.metadata.name.as_deref().unwrap_or_default();
+        let patch = end_hold_patch(ep, new_pod_uid);
+        match self.api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+            Ok(_) => Ok(true),
+            // Gone, changed, or a test failed (422): nothing was changed.
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(e) => Err(Error::from_kube(format!("end the sticky hold of {name}"), e)),
+        }
+    }
+
+    async fn force_keep_hold(&self, ep: &NetworkEndpoint) -> Result<bool> {
+        let name = ep.metadata.name.as_deref().unwrap_or_default();
+        let ptr = |tokens: &[&str]| PointerBuf::from_tokens(tokens.iter().copied());
+        let test = |field: &str, value: Option<&String>| {
+            PatchOperation::Test(TestOperation {
+                path: ptr(&["metadata", field]),
+                value: value.cloned().unwrap_or_default().into(),
+            })
+        };
+        let patch = json_patch::Patch(vec![
+            test("uid", ep.metadata.uid.as_ref()),
+            test("resourceVersion", ep.metadata.resource_version.as_ref()),
+            PatchOperation::Replace(json_patch::ReplaceOperation {
+                path: ptr(&["metadata", "finalizers"]),
+                value: serde_json::json!([FINALIZER_STICKY_HOLD]),
+            }),
+        ]);
+        match self.api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(e) => Err(Error::from_kube(format!("remove the agents' finalizers of {name}"), e)),
+        }
+    }
+
+    async fn wait_for_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<bool> {
+        let secs = u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX);
+        let wp = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(secs);
+        let watch = async {
+            let mut stream = self
+                .api
+                .watch_metadata(&wp, resource_version)
+                .await
+                .map_err(|e| Error::from_kube(format!("watch lease {name}"), e))?
+                .boxed();
+            match stream.next().await {
+                Some(Ok(WatchEvent::Bookmark(_))) | None => Ok(false),
+                Some(Ok(_)) => Ok(true),
+                Some(Err(e)) => Err(Error::from_kube(format!("watch lease {name}"), e)),
+            }
+        };
+        match tokio::time::timeout(timeout, watch).await {
+            Ok(r) => r,
+            Err(_) => Ok(false),
+        }
+    }
+}
+
+/// `test uid`, `test finalizers == [hold]`, `remove finalizers`, `add` the
+/// handover annotation: ends the hold of exactly this releasing lease once
+/// every agent has acknowledged, or changes nothing.
+pub fn end_hold_patch(ep: &NetworkEndpoint, new_pod_uid: &str) -> json_patch::Patch {
+    let ptr = |tokens: &[&str]| PointerBuf::from_tokens(tokens.iter().copied());
+    let annotation = if ep.metadata.annotations.is_some() {
+        PatchOperation::Add(AddOperation {
+            path: ptr(&["metadata", "annotations", ANNOTATION_HANDOVER_TO]),
+            value: new_pod_uid.into(),
+        })
+    } else {
+        PatchOperation::Add(AddOperation {
+            path: ptr(&["metadata", "annotations"]),
+            value: serde_json::json!({ ANNOTATION_HANDOVER_TO: new_pod_uid }),
+        })
+    };
+    json_patch::Patch(vec![
+        PatchOperation::Test(TestOperation {
+            path: ptr(&["metadata", "uid"]),
+            value: ep.metadata.uid.clone().unwrap_or_default().into(),
+        }),
+        PatchOperation::Test(TestOperation {
+            path: ptr(&["metadata", "finalizers"]),
+            value: serde_json::json!([FINALIZER_STICKY_HOLD]),
+        }),
+        PatchOperation::Remove(RemoveOperation { path: ptr(&["metadata", "finalizers"]) }),
+        annotation,
+    ])
 }
 
 /// The `IPNeeded` Event of an ADD that waits up to `wait` for an IP of

@@ -35,6 +35,39 @@ pub struct Lease {
     pub finalizers: Vec<String>,
     /// The lease's own forced-release bound, stamped at creation.
     pub force_release_after: Option<Duration>,
+    /// What makes the lease sticky, when it is (see `docs/sticky-ips.md`).
+    pub sticky: Option<Sticky>,
+}
+
+/// The sticky facts of a lease, from its labels and annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sticky {
+    /// The Pod's namespace.
+    pub namespace: String,
+    /// The Pod's name.
+    pub pod: String,
+    /// The controller owner's kind (`StatefulSet`, or a kind added in `ipam.sticky.kinds`).
+    pub owner_kind: String,
+    /// The controller owner's name.
+    pub owner: String,
+    /// How long the hold lasts after the release was requested.
+    pub sticky_for: Duration,
+}
+
+impl Lease {
+    /// True while the sticky hold finalizer is on the lease.
+    pub fn is_held(&self) -> bool {
+        self.finalizers.iter().any(|f| f == netendpoint_crd::FINALIZER_STICKY_HOLD)
+    }
+}
+
+/// The ordinal of StatefulSet `owner`'s Pod `pod` (`<owner>-<ordinal>`).
+pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
+    let n = pod.strip_prefix(owner)?.strip_prefix('-')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
+        return None;
+    }
+    n.parse().ok()
 }
 
 /// An ADD that waits for an IP of `pool` (an `IPNeeded` Event).
@@ -78,6 +111,11 @@ pub struct World {
     pub needs: Vec<Need>,
     /// Known capacities, by pool label value.
     pub capacity: HashMap<String, Capacity>,
+    /// The StatefulSets, (namespace, name) → spec.replicas.
+    pub statefulsets: HashMap<(String, String), i64>,
+    /// True once the StatefulSets were listed: without that list no hold
+    /// ends for a deleted or scaled-down StatefulSet.
+    pub statefulsets_known: bool,
 }
 
 /// The controller's settings that decisions depend on.
@@ -104,6 +142,34 @@ pub struct Memory {
     served: HashSet<String>,
     /// UIDs of leases already forced or deleted, until they leave the snapshot.
     acted: HashSet<String>,
+    /// UIDs of held leases whose StatefulSet was seen gone or scaled below
+    /// their ordinal, with the reason: a hold ends on the second sighting.
+    hold_evidence: HashMap<String, HoldEnd>,
+}
+
+/// Why the controller ends a sticky hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// The StatefulSet is gone.
+    OwnerDeleted,
+    /// The StatefulSet was scaled below the Pod's ordinal.
+    ScaledDown,
+    /// `stickyFor` passed since the release was requested.
+    Expired,
+    /// An ADD waits for an IP of the pool and no other release can serve it.
+    PoolPressure,
+}
+
+impl HoldEnd {
+    /// A short description for the Event and the log.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::OwnerDeleted => "its StatefulSet was deleted",
+            Self::ScaledDown => "its StatefulSet was scaled below the Pod's ordinal",
+            Self::Expired => "stickyFor passed since the release",
+            Self::PoolPressure => "an ADD needs an IP of the pool and no other release can serve it",
+        }
+    }
 }
 
 /// One write the controller decided on.
@@ -129,6 +195,13 @@ pub enum Action {
         bound: Duration,
         /// The need it serves.
         need: String,
+    },
+    /// Remove the sticky hold finalizer (only it) from a held release.
+    EndHold {
+        /// The held lease.
+        lease: Lease,
+        /// Why.
+        reason: HoldEnd,
     },
 }
 
@@ -157,7 +230,12 @@ pub fn age_at_least(now: Timestamp, since: Timestamp) -> Duration {
 /// - a release is forced only for a need that is still waiting and not yet
 ///   served, only when the release is at least its own bound old, and only
 ///   when the family of its IP is full (when the pool's capacity is known);
-///   one need forces at most one release, the oldest eligible one.
+///   one need forces at most one release, the oldest eligible one;
+/// - a sticky hold is never forced; it ends (the hold finalizer alone is
+///   removed) when its StatefulSet was seen gone or scaled below the Pod's
+///   ordinal in two passes, when `stickyFor` has passed since the release on
+///   the server's clock, or, for a waiting need that no other release can
+///   serve, the oldest hold of the pool.
 pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Timestamp) -> Decision {
     let mut decision = Decision::default();
     let mut soonest = |d: Duration| {
@@ -249,7 +327,8 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
         let mut best: Option<(&Lease, Duration, Duration)> = None;
         for l in leases.iter().copied() {
             let Some(since) = l.releasing_since else { continue };
-            if memory.acted.contains(&l.uid) {
+            // A held release is never forced; pool pressure ends holds below.
+            if memory.acted.contains(&l.uid) || l.is_held() {
                 continue;
             }
             // With known ranges, force only in a family that is full.
@@ -276,10 +355,80 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
             memory.acted.insert(l.uid.clone());
             memory.served.insert(need.key.clone());
             actions.push(Action::Force { lease: l.clone(), age, bound, need: need.key.clone() });
+            continue;
+        }
+        // Pool pressure: no release in progress other than holds (none that
+        // could free an address for this ADD, young or stuck): end the oldest hold.
+        let other_release = leases.iter().any(|l| l.releasing_since.is_some() && !l.is_held());
+        let full = |l: &Lease| match (capacity, l.ip) {
+            (Some(cap), Some(ip)) => {
+                leases.iter().filter(|o| o.ip.is_some_and(|i| i.is_ipv4() == ip.is_ipv4())).count() as u128
+                    >= cap.of(ip)
+            }
+            _ => true,
+        };
+        if !other_release
+            && let Some(oldest) = leases
+                .iter()
+                .filter(|l| l.is_held() && l.releasing_since.is_some() && !memory.acted.contains(&l.uid) && full(l))
+                .min_by_key(|l| l.releasing_since)
+        {
+            memory.acted.insert(oldest.uid.clone());
+            memory.served.insert(need.key.clone());
+            actions.push(Action::EndHold { lease: (*oldest).clone(), reason: HoldEnd::PoolPressure });
+        }
+    }
+
+    // Holds that end without a new Pod.
+    let held: Vec<&Lease> = world.leases.iter().filter(|l| l.is_held() && l.releasing_since.is_some()).collect();
+    memory.hold_evidence.retain(|uid, _| held.iter().any(|l| &l.uid == uid));
+    for l in held {
+        let (Some(st), Some(since)) = (&l.sticky, l.releasing_since) else { continue };
+        if memory.acted.contains(&l.uid) {
+            continue;
+        }
+        let age = age_at_least(now, since);
+        let reason = if age >= st.sticky_for {
+            Some(HoldEnd::Expired)
+        } else {
+            soonest(st.sticky_for - age + Duration::from_secs(1));
+            owner_evidence(world, st)
+        };
+        let act = match reason {
+            None => {
+                memory.hold_evidence.remove(&l.uid);
+                false
+            }
+            Some(HoldEnd::Expired) => true,
+            // The StatefulSet's absence or scale is evidence seen twice, as for every other release.
+            Some(r) => match memory.hold_evidence.insert(l.uid.clone(), r) {
+                Some(before) if before == r => true,
+                _ => {
+                    soonest(Duration::from_secs(1));
+                    false
+                }
+            },
+        };
+        if act && let Some(r) = reason {
+            memory.acted.insert(l.uid.clone());
+            memory.hold_evidence.remove(&l.uid);
+            actions.push(Action::EndHold { lease: l.clone(), reason: r });
         }
     }
     decision.actions = actions;
     decision
+}
+
+/// What the StatefulSet says about a hold: gone, or scaled below the
+/// ordinal. Other owner kinds end their holds by `stickyFor` and pressure only.
+fn owner_evidence(world: &World, st: &Sticky) -> Option<HoldEnd> {
+    if st.owner_kind != "StatefulSet" || !world.statefulsets_known {
+        return None;
+    }
+    match world.statefulsets.get(&(st.namespace.clone(), st.owner.clone())) {
+        None => Some(HoldEnd::OwnerDeleted),
+        Some(replicas) => ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown),
+    }
 }
 
 #[cfg(test)]
@@ -305,7 +454,21 @@ mod tests {
                 releasing_since: None,
                 finalizers: vec![],
                 force_release_after: None,
+                sticky: None,
             }
+        }
+        /// A released sticky lease of StatefulSet `web`'s Pod `web-<ordinal>`, held since `at`.
+        fn held(ip: &str, ordinal: u32, at: i64) -> Self {
+            let mut l = Lease::test(ip).releasing_since(at, 600);
+            l.finalizers = vec![netendpoint_crd::FINALIZER_STICKY_HOLD.into()];
+            l.sticky = Some(Sticky {
+                namespace: "ns".into(),
+                pod: format!("web-{ordinal}"),
+                owner_kind: "StatefulSet".into(),
+                owner: "web".into(),
+                sticky_for: Duration::from_secs(3600),
+            });
+            l
         }
         fn on(mut self, node: &str) -> Self {
             self.node = node.into();
@@ -343,6 +506,7 @@ mod tests {
                 Action::Reclaim { lease } => format!("reclaim {}", lease.name),
                 Action::DeleteLeak { lease } => format!("leak {}", lease.name),
                 Action::Force { lease, need, .. } => format!("force {} for {need}", lease.name),
+                Action::EndHold { lease, reason } => format!("end hold {} {reason:?}", lease.name),
             })
             .collect()
     }
@@ -461,5 +625,101 @@ mod tests {
         ]);
         w.needs = vec![need("ns/a", 1000)];
         assert_eq!(kinds(&decide(&w, &settings(), &mut Memory::default(), t(100))), ["force p.10.0.0.2 for ns/a"]);
+    }
+
+    fn with_sts(leases: Vec<Lease>, replicas: Option<i64>) -> World {
+        let mut w = world(leases);
+        w.statefulsets_known = true;
+        if let Some(r) = replicas {
+            w.statefulsets.insert(("ns".into(), "web".into()), r);
+        }
+        w
+    }
+
+    #[test]
+    fn ordinals_parse_only_from_the_owners_pod_names() {
+        assert_eq!(ordinal("web", "web-0"), Some(0));
+        assert_eq!(ordinal("web", "web-12"), Some(12));
+        for bad in ["web", "web-", "web-01", "web-x", "webx-1", "web-1-2", "other-1"] {
+            assert_eq!(ordinal("web", bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_hold_ends_when_its_statefulset_is_gone_or_scaled_below_it_seen_twice() {
+        let s = settings();
+        let leases = vec![Lease::held("10.0.0.1", 0, 0), Lease::held("10.0.0.2", 2, 0)];
+        // Present and large enough: holds stay.
+        let mut m = Memory::default();
+        assert!(decide(&with_sts(leases.clone(), Some(3)), &s, &mut m, t(10)).actions.is_empty());
+        // Scaled to 2: the ordinal-2 hold ends on the second sighting.
+        let w = with_sts(leases.clone(), Some(2));
+        assert!(decide(&w, &s, &mut m, t(11)).actions.is_empty(), "first sighting");
+        assert_eq!(kinds(&decide(&w, &s, &mut m, t(12))), ["end hold p.10.0.0.2 ScaledDown"]);
+        assert!(decide(&w, &s, &mut m, t(13)).actions.is_empty(), "once");
+        // Scaled down and back up between two passes: the sighting is forgotten.
+        let mut m = Memory::default();
+        decide(&with_sts(leases.clone(), Some(1)), &s, &mut m, t(10));
+        assert!(decide(&with_sts(leases.clone(), Some(3)), &s, &mut m, t(11)).actions.is_empty());
+        assert!(decide(&with_sts(leases.clone(), Some(1)), &s, &mut m, t(12)).actions.is_empty());
+        // Deleted: both holds end on the second sighting.
+        let mut m = Memory::default();
+        let w = with_sts(leases.clone(), None);
+        assert!(decide(&w, &s, &mut m, t(10)).actions.is_empty());
+        assert_eq!(
+            kinds(&decide(&w, &s, &mut m, t(11))),
+            ["end hold p.10.0.0.1 OwnerDeleted", "end hold p.10.0.0.2 OwnerDeleted"]
+        );
+        // Before the StatefulSets were listed, nothing is concluded from their absence.
+        let mut w = with_sts(leases, None);
+        w.statefulsets_known = false;
+        let mut m = Memory::default();
+        decide(&w, &s, &mut m, t(10));
+        assert!(decide(&w, &s, &mut m, t(11)).actions.is_empty());
+    }
+
+    #[test]
+    fn a_hold_ends_after_sticky_for_on_the_servers_clock_and_a_live_lease_is_never_touched() {
+        let s = settings();
+        let mut live = Lease::held("10.0.0.2", 0, 0);
+        live.releasing_since = None;
+        let w = with_sts(vec![Lease::held("10.0.0.1", 0, 0), live], Some(1));
+        let mut m = Memory::default();
+        let d = decide(&w, &s, &mut m, t(100));
+        assert!(d.actions.is_empty());
+        assert_eq!(d.look_again_in, Some(Duration::from_secs(3502)));
+        assert!(decide(&w, &s, &mut m, t(3600)).actions.is_empty(), "whole-second rounding: not yet");
+        assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["end hold p.10.0.0.1 Expired"]);
+    }
+
+    #[test]
+    fn pool_pressure_ends_the_oldest_hold_only_when_no_other_release_can_serve() {
+        let s = settings();
+        let mut w = with_sts(
+            vec![Lease::held("10.0.0.1", 0, 50), Lease::held("10.0.0.2", 1, 20), Lease::test("10.0.0.3")],
+            Some(3),
+        );
+        w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
+        // No need: holds stay.
+        assert!(decide(&w, &s, &mut Memory::default(), t(100)).actions.is_empty());
+        // A need: the oldest hold ends, once per need; never forced.
+        w.needs = vec![need("ns/a", 1000)];
+        let mut m = Memory::default();
+        assert_eq!(kinds(&decide(&w, &s, &mut m, t(100))), ["end hold p.10.0.0.2 PoolPressure"]);
+        assert!(decide(&w, &s, &mut m, t(101)).actions.is_empty());
+        // Another release in progress (young, not held) can serve it: no hold ends.
+        let mut w2 =
+            with_sts(vec![Lease::held("10.0.0.1", 0, 50), Lease::test("10.0.0.3").releasing_since(90, 600)], Some(3));
+        w2.needs = vec![need("ns/a", 1000)];
+        assert!(decide(&w2, &s, &mut Memory::default(), t(100)).actions.is_empty());
+        // A family with room: no hold ends.
+        w.capacity.insert("p".into(), Capacity { v4: 4, v6: 0 });
+        assert!(decide(&w, &s, &mut Memory::default(), t(100)).actions.is_empty());
+        // A held release past its forced-release bound is not forced.
+        let mut old = Lease::held("10.0.0.1", 0, 0);
+        old.force_release_after = Some(Duration::from_secs(1));
+        let mut w3 = with_sts(vec![old], Some(3));
+        w3.needs = vec![need("ns/a", 1000)];
+        assert_eq!(kinds(&decide(&w3, &s, &mut Memory::default(), t(100))), ["end hold p.10.0.0.1 PoolPressure"]);
     }
 }

@@ -1,13 +1,15 @@
 //! netendpoint-controller: the cluster-side half of netendpoint.
 //!
 //! It watches (kube-runtime reflectors, no polling) the leases, the Nodes,
-//! the Pods, the `IPNeeded` Events of waiting ADDs and the ConfigMap the
-//! network config is rendered from, and on every change:
+//! the Pods, the StatefulSets, the `IPNeeded` Events of waiting ADDs and the
+//! ConfigMap the network config is rendered from, and on every change:
 //! - publishes pool health as Prometheus metrics ([`metrics`]), on every replica;
 //! - on the leader only (a `coordination.k8s.io` Lease), takes the
 //!   cross-node actions that [`decide`] chooses: reclaim of vanished nodes'
-//!   leases, deletion of leases whose Pod is gone, and forced release of the
-//!   oldest stuck release for an ADD that waits.
+//!   leases, deletion of leases whose Pod is gone, forced release of the
+//!   oldest stuck release for an ADD that waits, and the end of sticky holds
+//!   (StatefulSet deleted or scaled below the ordinal, `stickyFor` passed,
+//!   pool pressure; see `docs/sticky-ips.md`).
 //!
 //! Every write names one lease by name and UID; a forced release also tests
 //! its resourceVersion, so a successor under the same name is never touched.
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -34,13 +37,15 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use netendpoint_cni::store::{PoolEntry, ServerClock, event_object, force_release_patch};
 use netendpoint_crd::{
-    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, GROUP, LABEL_NODE, LABEL_POD_UID,
-    LABEL_POOL, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_IP_NEEDED, duration, label_value,
+    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, ANNOTATION_STICKY_FOR,
+    ANNOTATION_STICKY_OWNER, FINALIZER_STICKY_HOLD, GROUP, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
+    LABEL_POD_UID, LABEL_POOL, LABEL_STICKY_IDENTITY, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_IP_NEEDED,
+    REASON_STICKY_HOLD_ENDED, duration, label_value,
 };
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use crate::decide::{Action, Capacity, Decision, Lease, Memory, Need, Settings, World};
+use crate::decide::{Action, Capacity, Decision, Lease, Memory, Need, Settings, Sticky, World};
 pub use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
@@ -144,6 +149,7 @@ struct Stores {
     pods: Option<Store<PartialObjectMeta<Pod>>>,
     needs: Store<PartialObjectMeta<CoreEvent>>,
     net_conf: Option<Store<ConfigMap>>,
+    statefulsets: Store<StatefulSet>,
 }
 
 /// Runs a reflector for `stream`'s objects, waking `notify` on every event.
@@ -206,7 +212,19 @@ fn start_watches(client: &Client, opts: &Options, settings: &Settings, notify: &
             return Err(Error::Flag { flag: "net-conf", reason: format!("{:?} is not namespace/name", opts.net_conf) });
         }
     };
-    Ok(Stores { leases, nodes, pods, needs, net_conf })
+    // StatefulSets end the sticky holds of their Pods when deleted or scaled down.
+    let (statefulsets, w) = reflector::store();
+    let sts = watcher(Api::<StatefulSet>::all(client.clone()), cfg()).modify(|s: &mut StatefulSet| {
+        // Only the replica count is read: drop the Pod template and status.
+        s.spec = s.spec.take().map(|spec| k8s_openapi::api::apps::v1::StatefulSetSpec {
+            replicas: spec.replicas,
+            ..k8s_openapi::api::apps::v1::StatefulSetSpec::default()
+        });
+        s.status = None;
+        s.metadata.managed_fields = None;
+    });
+    spawn_reflector(w, sts, notify.clone(), "statefulsets");
+    Ok(Stores { leases, nodes, pods, needs, net_conf, statefulsets })
 }
 
 impl Stores {
@@ -220,6 +238,7 @@ impl Stores {
         if let Some(c) = &self.net_conf {
             let _ = c.wait_until_ready().await;
         }
+        let _ = self.statefulsets.wait_until_ready().await;
     }
 
     fn world(&self) -> World {
@@ -229,6 +248,16 @@ impl Stores {
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
             needs: self.needs.state().iter().filter_map(|e| need_of(e)).collect(),
             capacity: self.net_conf.iter().flat_map(|c| c.state()).flat_map(|cm| capacities(&cm)).collect(),
+            statefulsets: self
+                .statefulsets
+                .state()
+                .iter()
+                .map(|s| {
+                    let replicas = s.spec.as_ref().and_then(|sp| sp.replicas).unwrap_or(1);
+                    ((s.namespace().unwrap_or_default(), s.name_any()), i64::from(replicas))
+                })
+                .collect(),
+            statefulsets_known: true,
         }
     }
 }
@@ -253,7 +282,24 @@ pub fn lease_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Lease> {
             .as_ref()
             .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
             .and_then(|v| duration::parse(v)),
+        sticky: sticky_of(m),
         name,
+    })
+}
+
+/// The sticky facts of a lease: its Pod (labels), owner and `stickyFor`
+/// (annotations the plugin stamps); `None` for a lease that is not sticky.
+pub fn sticky_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Sticky> {
+    let labels = m.metadata.labels.as_ref()?;
+    labels.get(LABEL_STICKY_IDENTITY)?;
+    let ann = m.metadata.annotations.as_ref()?;
+    let (kind, owner) = ann.get(ANNOTATION_STICKY_OWNER)?.split_once('/')?;
+    Some(Sticky {
+        namespace: labels.get(LABEL_POD_NAMESPACE)?.clone(),
+        pod: labels.get(LABEL_POD_NAME)?.clone(),
+        owner_kind: kind.to_string(),
+        owner: owner.to_string(),
+        sticky_for: ann.get(ANNOTATION_STICKY_FOR).and_then(|v| duration::parse(v))?,
     })
 }
 
@@ -366,6 +412,28 @@ impl Controller {
         }
     }
 
+    /// Removes the sticky hold, and only it, from exactly this lease (test
+    /// UID and the finalizer's index). False when it changed or is gone.
+    async fn end_hold(&self, lease: &Lease) -> kube::Result<bool> {
+        let Some(i) = lease.finalizers.iter().position(|f| f == FINALIZER_STICKY_HOLD) else { return Ok(false) };
+        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
+            {"op": "test", "path": "/metadata/uid", "value": lease.uid},
+            {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER_STICKY_HOLD},
+            {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
+        ])) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(lease = %lease.name, error = %e, "cannot build the hold patch");
+                return Ok(false);
+            }
+        };
+        match self.endpoints().patch(&lease.name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn record(&self, lease: &Lease, reason: &str, note: String, warning: bool) {
         let regarding = ObjectReference {
             api_version: Some(format!("{GROUP}/v1alpha1")),
@@ -410,6 +478,15 @@ impl Controller {
                     }
                 }
                 Err(e) => warn!(lease = %lease.name, error = %e, "cannot delete a leaked lease"),
+            },
+            Action::EndHold { lease, reason } => match self.end_hold(lease).await {
+                Ok(true) => {
+                    info!(lease = %lease.name, reason = ?reason, "sticky hold ended: {}", reason.describe());
+                    let note = format!("sticky hold of {} ended: {}", lease.name, reason.describe());
+                    self.record(lease, REASON_STICKY_HOLD_ENDED, note, false).await;
+                }
+                Ok(false) => debug!(lease = %lease.name, "changed or gone before the hold ended"),
+                Err(e) => warn!(lease = %lease.name, error = %e, "cannot end the sticky hold"),
             },
             Action::Force { lease, age, bound, need } => match self.force(lease).await {
                 Ok(true) => {

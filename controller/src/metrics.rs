@@ -237,6 +237,7 @@ mod tests {
             releasing_since: releasing_at.map(|t| t.parse().unwrap()),
             finalizers: fins.iter().map(|f| f.to_string()).collect(),
             force_release_after: None,
+            sticky: None,
         }
     }
 

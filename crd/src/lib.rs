@@ -41,6 +41,40 @@ pub const LABEL_BLOCK: &str = "netendpoint.dev/block";
 /// list of a pool sees each lease's own bound.
 pub const ANNOTATION_FORCE_RELEASE_AFTER: &str = "netendpoint.dev/force-release-after";
 
+/// Finalizer of a sticky lease (see `docs/sticky-ips.md`), attached at
+/// creation: after DEL and every agent's acknowledgement it keeps the lease,
+/// and so its IP, for the Pod's identity until the identity's next ADD takes
+/// the IP back or the hold ends (StatefulSet deleted or scaled below the
+/// ordinal, `stickyFor` passed, pool pressure). A forced release never
+/// removes it.
+pub const FINALIZER_STICKY_HOLD: &str = "netendpoint.dev/sticky-hold";
+/// Label of a sticky lease: its Pod identity, `<namespace>.<name>` as a
+/// label value ([`sticky_identity`]), so the identity's next ADD finds its
+/// leases with one label-selected list.
+pub const LABEL_STICKY_IDENTITY: &str = "netendpoint.dev/sticky-identity";
+/// Annotation of a sticky lease: the controller owner it was sticky for,
+/// `<kind>/<name>` (e.g. `StatefulSet/web`).
+pub const ANNOTATION_STICKY_OWNER: &str = "netendpoint.dev/sticky-owner";
+/// Annotation of a sticky lease: how long the hold lasts after the release
+/// was requested (`ipam.sticky.stickyFor` at creation), on the API server's clock.
+pub const ANNOTATION_STICKY_FOR: &str = "netendpoint.dev/sticky-for";
+/// Annotation set on a held lease in the same patch that removes its hold for
+/// the identity's next sandbox: the new Pod UID. The lease's DELETED event
+/// carries it, so an ADD waiting for a release leaves that IP to its owner.
+pub const ANNOTATION_HANDOVER_TO: &str = "netendpoint.dev/handover-to";
+/// Event reason recorded when the controller ends a sticky hold.
+pub const REASON_STICKY_HOLD_ENDED: &str = "StickyHoldEnded";
+/// Event reason recorded when a sticky Pod could not get its IP back (it
+/// was taken in the gap between the hold's end and the new create).
+pub const REASON_STICKY_IP_LOST: &str = "StickyIPLost";
+
+/// The [`LABEL_STICKY_IDENTITY`] value of Pod `namespace`/`name`.
+/// Injective while it fits a label value (a namespace holds no `.`); longer
+/// identities are hashed, and readers compare `spec.pod` as well.
+pub fn sticky_identity(namespace: &str, name: &str) -> String {
+    label_value(&format!("{namespace}.{name}"))
+}
+
 /// Field path, usable in field selectors, of the sandbox's container ID.
 pub const FIELD_CONTAINER_ID: &str = "spec.containerID";
 /// Field path, usable in field selectors, of the node name.

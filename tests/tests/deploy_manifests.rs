@@ -138,6 +138,7 @@ fn service_accounts_have_least_privilege() {
         ("patch", "events.events.k8s.io"),
         ("get", "nodes"),
         ("list", "nodes"),
+        // ipam.sticky (the owner) and ipam.staticIPs.podAnnotation read the ADD's own Pod.
         ("get", "pods"),
     ] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must {verb} {res}");
@@ -234,8 +235,15 @@ fn controller_service_account_has_least_privilege() {
     for verb in ["get", "list", "watch", "delete", "patch"] {
         assert!(can_i(sa, &[verb, nep]), "controller must {verb} NetworkEndpoints");
     }
-    for (verb, res) in [("list", "nodes"), ("watch", "nodes"), ("list", "pods"), ("watch", "pods"), ("watch", "events")]
-    {
+    for (verb, res) in [
+        ("list", "nodes"),
+        ("watch", "nodes"),
+        ("list", "pods"),
+        ("watch", "pods"),
+        ("watch", "events"),
+        ("list", "statefulsets.apps"),
+        ("watch", "statefulsets.apps"),
+    ] {
         assert!(can_i(sa, &[verb, res, "-n", "default"]), "controller must {verb} {res}");
     }
     assert!(can_i(sa, &["create", "events.events.k8s.io", "-n", "default"]));
@@ -254,6 +262,7 @@ fn controller_service_account_has_least_privilege() {
         ("update", "leases.coordination.k8s.io", "kube-system"),
         ("delete", "pods", "default"),
         ("update", "nodes", "default"),
+        ("patch", "statefulsets.apps", "default"),
     ] {
         assert!(!can_i(sa, &[verb, res, "-n", ns]), "controller must not {verb} {res} in {ns}");
     }
