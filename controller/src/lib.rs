@@ -34,8 +34,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use netendpoint_cni::store::{PoolEntry, ServerClock, event_object, force_release_patch};
 use netendpoint_crd::{
-    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, GROUP, LABEL_NODE, LABEL_POD_UID,
-    LABEL_POOL, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_IP_NEEDED, duration, label_value,
+    ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, GROUP, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_IP_NEEDED,
+    duration, label_value,
 };
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
@@ -235,40 +235,10 @@ impl Stores {
 
 /// The [`Lease`] of a metadata-only NetworkEndpoint; `None` without a pool label.
 pub fn lease_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Lease> {
-    let labels = m.metadata.labels.as_ref();
-    let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
-    let name = m.metadata.name.clone()?;
-    Some(Lease {
-        ip: ip_from_name(&name),
-        uid: m.metadata.uid.clone()?,
-        resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
-        pool: label(LABEL_POOL)?,
-        node: label(LABEL_NODE).unwrap_or_default(),
-        pod_uid: label(LABEL_POD_UID).filter(|u| !u.is_empty()),
-        releasing_since: m.metadata.deletion_timestamp.as_ref().map(|t| t.0),
-        finalizers: m.metadata.finalizers.clone().unwrap_or_default(),
-        force_release_after: m
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
-            .and_then(|v| duration::parse(v)),
-        name,
-    })
+    Lease::from_meta(&m.metadata)
 }
 
-/// The IP of a lease name `<pool>.<ip>`, whatever the pool.
-pub fn ip_from_name(name: &str) -> Option<IpAddr> {
-    let parts: Vec<&str> = name.rsplitn(5, '.').collect();
-    if parts.len() == 5 {
-        let v4 = format!("{}.{}.{}.{}", parts[3], parts[2], parts[1], parts[0]);
-        if let Some(ip) = netendpoint_crd::parse_endpoint_name("x", &format!("x.{v4}")) {
-            return Some(ip);
-        }
-    }
-    let last = name.rsplit('.').next()?;
-    netendpoint_crd::parse_endpoint_name("x", &format!("x.{last}"))
-}
+pub use netendpoint_crd::pools::ip_from_name;
 
 /// The [`Need`] of an `IPNeeded` Event; `None` when it lacks its annotations.
 pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
@@ -286,39 +256,12 @@ pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
 /// section in the network config(s) of `cm` (a `.conflist` or a `.conf`
 /// per key). A section that does not validate is skipped with a warning.
 pub fn capacities(cm: &ConfigMap) -> Vec<(String, Capacity)> {
-    let mut out = Vec::new();
-    for (key, text) in cm.data.iter().flatten() {
-        let Ok(conf) = serde_json::from_str::<serde_json::Value>(text) else {
-            warn!(key, "network config is not JSON; no capacity from it");
-            continue;
-        };
-        let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
-        let plugins = match conf.get("plugins").and_then(|p| p.as_array()) {
-            Some(list) => list.clone(),
-            None => vec![conf.clone()],
-        };
-        for ipam in plugins.iter().filter_map(|p| p.get("ipam")) {
-            if ipam.get("type").and_then(|t| t.as_str()) != Some("netendpoint") {
-                continue;
-            }
-            match netendpoint_cni::config::IpamConfig::parse(ipam, network) {
-                Ok(c) => {
-                    let mut cap = Capacity::default();
-                    for set in &c.range_sets {
-                        let n = set.capacity();
-                        match set.ranges.first().map(|r| r.start.is_ipv4()) {
-                            Some(true) => cap.v4 = cap.v4.saturating_add(n),
-                            Some(false) => cap.v6 = cap.v6.saturating_add(n),
-                            None => {}
-                        }
-                    }
-                    out.push((label_value(&c.pool), cap));
-                }
-                Err(e) => warn!(key, error = %e, "invalid ipam section; no capacity from it"),
-            }
-        }
+    let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+    let (caps, problems) = netendpoint_cni::config::capacities_in_files(files);
+    for p in problems {
+        warn!(problem = %p, "network config gives no capacity");
     }
-    out
+    caps.into_iter().collect()
 }
 
 /// Shared state of a running controller.
@@ -525,14 +468,6 @@ pub fn capacity_map(cm: &ConfigMap) -> HashMap<String, Capacity> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lease_names_give_their_ip_whatever_the_pool() {
-        assert_eq!(ip_from_name("pods.10.244.0.17"), "10.244.0.17".parse().ok());
-        assert_eq!(ip_from_name("a.b.c.10.0.0.1"), "10.0.0.1".parse().ok());
-        assert_eq!(ip_from_name("v6.fd00-0000-0000-0000-0000-0000-0000-0011"), "fd00::11".parse().ok());
-        assert_eq!(ip_from_name("pods.nonsense"), None);
-    }
 
     #[test]
     fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {

@@ -15,6 +15,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod pools;
+
 /// API group of every netendpoint resource.
 pub const GROUP: &str = "netendpoint.dev";
 
