@@ -177,8 +177,8 @@ pub struct LeaseReport {
     pub releasing: bool,
     /// When the release was requested (RFC 3339).
     pub releasing_since: Option<String>,
-    /// Finalizers the release (or, for a live lease, a future release) waits on.
-    pub waiting_on: Vec<String>,
+    /// Finalizers on the lease: what its release waits on (or, for a live lease, will wait on).
+    pub finalizers: Vec<String>,
     /// The lease's own forced-release bound.
     pub force_release_after: Option<String>,
     /// Events about the lease and its Pod, oldest first.
@@ -208,7 +208,7 @@ impl LeaseReport {
             held_since: created.map(|t| t.to_string()),
             releasing: deleted.is_some(),
             releasing_since: deleted.map(|t| t.to_string()),
-            waiting_on: ep.metadata.finalizers.clone().unwrap_or_default(),
+            finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
             force_release_after: ep.spec.force_release_after.clone(),
             events,
             created,
@@ -239,7 +239,7 @@ impl LeaseReport {
             field("Network", n.clone());
         }
         field("Since", or_dash(ago(self.created)));
-        match (self.releasing, self.waiting_on.is_empty()) {
+        match (self.releasing, self.finalizers.is_empty()) {
             (false, _) => field("State", "in use".into()),
             (true, true) => field(
                 "State",
@@ -253,11 +253,11 @@ impl LeaseReport {
                 format!(
                     "releasing since {}, waiting on {} finalizer(s)",
                     or_dash(ago(self.deleted)),
-                    self.waiting_on.len()
+                    self.finalizers.len()
                 ),
             ),
         }
-        let fins = if self.waiting_on.is_empty() { "<none>".into() } else { self.waiting_on.join(", ") };
+        let fins = if self.finalizers.is_empty() { "<none>".into() } else { self.finalizers.join(", ") };
         field(if self.releasing { "Waiting on" } else { "Finalizers" }, fins);
         if let Some(b) = &self.force_release_after {
             field("Force after", format!("{b} (may be forced after this long, only for an ADD that needs the IP)"));
@@ -383,7 +383,7 @@ mod tests {
         assert!(text.contains("Pod/ns/web"), "{text}");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["releasing"], true);
-        assert_eq!(json["waitingOn"][0], "x.example/agent");
+        assert_eq!(json["finalizers"][0], "x.example/agent");
         assert_eq!(json["events"][0]["reason"], "IPNeeded");
         assert_eq!(json["containerID"], "c1");
     }
