@@ -16,6 +16,7 @@ pub mod decide;
 pub mod error;
 mod http;
 pub mod metrics;
+pub mod pool_status;
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -94,6 +95,11 @@ pub struct Options {
     /// empty for all. Lets one controller per set of pools run side by side.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_SELECTOR", default_value = "")]
     pub selector: String,
+    /// Least time between two writes of one pool's NetworkEndpointPool
+    /// status (`kubectl get neppool`), written by the leader when the
+    /// figures change; `off` writes none.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_POOL_STATUS_INTERVAL", default_value = "5s")]
+    pub pool_status_interval: String,
     /// Address of the /metrics, /healthz and /readyz server.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "0.0.0.0:9090")]
     pub listen: SocketAddr,
@@ -114,6 +120,17 @@ impl Options {
             },
             default_force_release_after: dur("force-release-after", &self.force_release_after)?,
         })
+    }
+
+    /// The pool status interval; `None` when `off`.
+    pub fn pool_status_interval(&self) -> Result<Option<Duration>> {
+        match self.pool_status_interval.as_str() {
+            "off" => Ok(None),
+            v => duration::parse(v).map(Some).ok_or_else(|| Error::Flag {
+                flag: "pool-status-interval",
+                reason: format!("{v:?} is not a duration such as 5s, or off"),
+            }),
+        }
     }
 }
 
@@ -381,6 +398,7 @@ impl Controller {
 /// Runs the controller until the process ends.
 pub async fn run(opts: Options) -> Result<()> {
     let settings = opts.settings()?;
+    let mut pool_status = opts.pool_status_interval()?.map(pool_status::PoolStatusWriter::new);
     let clock = ServerClock::default();
     let client = client(&opts, clock.clone()).await?;
     let ctl = Arc::new(Controller {
@@ -418,10 +436,14 @@ pub async fn run(opts: Options) -> Result<()> {
             info!(leader = is_leader, identity = %opts.identity, "leadership changed");
             // A new term starts every grace again.
             memory = Memory::default();
+            if let Some(w) = pool_status.as_mut() {
+                w.reset();
+            }
             was_leader = is_leader;
         }
         ctl.metrics.set_leader(is_leader);
-        let decision = pass(&ctl, &stores, &settings, &mut memory, &mut seen_needs, is_leader).await;
+        let decision =
+            pass(&ctl, &stores, &settings, &mut memory, &mut seen_needs, is_leader, pool_status.as_mut()).await;
         let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.min(IDLE_PASS));
         tokio::select! {
             _ = notify.notified() => {}
@@ -441,10 +463,12 @@ async fn pass(
     memory: &mut Memory,
     seen_needs: &mut HashSet<String>,
     is_leader: bool,
+    pool_status: Option<&mut pool_status::PoolStatusWriter>,
 ) -> Decision {
     let Some(now) = ctl.clock.now() else { return Decision::default() };
     let world = stores.world();
-    ctl.metrics.set_pools(&metrics::pool_stats(&world.leases, &world.capacity, now));
+    let stats = metrics::pool_stats(&world.leases, &world.capacity, now);
+    ctl.metrics.set_pools(&stats);
     let keys: HashSet<String> = world.needs.iter().map(|n| n.key.clone()).collect();
     for n in world.needs.iter().filter(|n| !seen_needs.contains(&n.key)) {
         ctl.metrics.needed(&n.pool);
@@ -453,9 +477,14 @@ async fn pass(
     if !is_leader {
         return Decision::default();
     }
-    let decision = decide::decide(&world, settings, memory, now);
+    let mut decision = decide::decide(&world, settings, memory, now);
     for action in &decision.actions {
         ctl.act(action).await;
+    }
+    if let Some(w) = pool_status
+        && let Some(later) = w.sync(&ctl.client, &stats, now).await
+    {
+        decision.look_again_in = Some(decision.look_again_in.map_or(later, |d| d.min(later)));
     }
     decision
 }

@@ -128,6 +128,8 @@ pub struct PoolStats {
     pub releasing_by_finalizer: BTreeMap<String, u64>,
     /// Age of the oldest release, a lower bound.
     pub oldest_release: Option<Duration>,
+    /// When the oldest release was requested.
+    pub oldest_release_since: Option<Timestamp>,
 }
 
 impl PoolStats {
@@ -155,6 +157,7 @@ pub fn pool_stats(leases: &[Lease], capacity: &HashMap<String, Capacity>, now: T
                 }
                 let age = age_at_least(now, since);
                 s.oldest_release = Some(s.oldest_release.map_or(age, |a| a.max(age)));
+                s.oldest_release_since = Some(s.oldest_release_since.map_or(since, |t| t.min(since)));
             }
         }
     }
@@ -202,6 +205,7 @@ mod tests {
         assert_eq!((p.pool.as_str(), p.capacity, p.in_use, p.releasing, p.free()), ("p", Some(6), 1, 2, Some(3)));
         assert_eq!(p.releasing_by_finalizer, BTreeMap::from([("a.example/x".into(), 1), ("b.example/y".into(), 2)]));
         assert_eq!(p.oldest_release, Some(Duration::from_secs(60)));
+        assert_eq!(p.oldest_release_since, "2026-01-01T00:00:00Z".parse().ok());
         // Without known ranges: no capacity and no free figure, counts still.
         let stats = pool_stats(&leases, &HashMap::new(), now);
         assert_eq!((stats[0].capacity, stats[0].free(), stats[0].in_use), (None, None, 1));

@@ -310,6 +310,7 @@ mod tests {
             releasing: 2,
             releasing_by_finalizer: [("x.example/agent".to_string(), 2), ("y.example/b".to_string(), 1)].into(),
             oldest_release: Some(Duration::from_secs(130)),
+            oldest_release_since: None,
         };
         let unknown = PoolStats { pool: "b".into(), in_use: 1, ..PoolStats::default() };
         let r = PoolsReport { ranges_from: vec!["f.conf".into()], pools: vec![(&known).into(), (&unknown).into()] };
