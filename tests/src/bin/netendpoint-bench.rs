@@ -2150,11 +2150,14 @@ fn bench_controller(ctx: &Ctx, report: &mut String) {
     let _ = ctl.kill();
     let _ = ctl.wait();
     let mb = |k: Option<u64>| k.map_or("n/a".into(), |k| format!("{:.1} MB", k as f64 / 1024.0));
-    let _ = writeln!(report, "## netendpoint-controller at {n} leases
-");
+    let _ = writeln!(report, "## netendpoint-controller at {n} leases\n");
     let _ = writeln!(
         report,
-        "{created} leases of one pool (a /16, its ranges in a ConfigMap the controller watches) created directly, 48 in flight, in          {fill_s:.0} s, {releasing} of them then releasing (held by a finalizer). The release build of the controller then starts          (metadata-only watches of the leases, the Nodes and the `IPNeeded` Events, the ConfigMap; `--pod-gone-grace off`, so no Pod          watch) and is timed until its `/metrics` shows the pool's figures; it also leads (leader Lease) and writes the pool's          `NetworkEndpointPool` status. CPU is user + system time from `/proc/PID/stat`, RSS from `/proc/PID/status`.\n"
+        "{created} leases of one pool (a /16, its ranges in a ConfigMap the controller watches) created directly, 48 in flight, in \
+         {fill_s:.0} s, {releasing} of them then releasing (held by a finalizer). The release build of the controller then starts \
+         (metadata-only watches of the leases, the Nodes and the `IPNeeded` Events, the ConfigMap; `--pod-gone-grace off`, so no Pod \
+         watch) and is timed until its `/metrics` shows the pool's figures; it also leads (leader Lease) and writes the pool's \
+         `NetworkEndpointPool` status. CPU is user + system time from `/proc/PID/stat`, RSS from `/proc/PID/status`.\n"
     );
     let _ = writeln!(report, "| measure | value |");
     let _ = writeln!(report, "|---|---:|");
