@@ -447,6 +447,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn capacities_come_per_pool_from_conflists_and_confs_and_bad_files_are_named() {
+        let conflist = json!({"cniVersion": "1.1.0", "name": "podnet", "plugins": [
+            {"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
+                "ranges": [[{"subnet": "10.0.0.0/29", "rangeStart": "10.0.0.2", "rangeEnd": "10.0.0.6"}]]}},
+            {"type": "portmap"}]});
+        let conf = json!({"cniVersion": "1.1.0", "name": "v6", "type": "macvlan",
+            "ipam": {"type": "netendpoint", "ranges": [[{"subnet": "fd00::/120"}]]}});
+        let other = json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
+        let invalid = json!({"name": "bad", "ipam": {"type": "netendpoint", "ranges": []}});
+        let texts = [conflist.to_string(), conf.to_string(), other.to_string(), invalid.to_string(), "{".to_string()];
+        let names = ["a.conflist", "b.conf", "c.conf", "d.conf", "e.conf"];
+        let (caps, problems) = capacities_in_files(names.iter().copied().zip(texts.iter().map(String::as_str)));
+        assert_eq!(caps.len(), 2, "{caps:?}");
+        assert_eq!(caps["pods"], Capacity { v4: 5, v6: 0 });
+        assert!(caps["v6"].v6 > 200 && caps["v6"].v4 == 0, "{caps:?}");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("d.conf: invalid ipam section"), "{problems:?}");
+        assert!(problems[1].starts_with("e.conf: not JSON"), "{problems:?}");
+    }
+
     fn parse(v: Value) -> Result<IpamConfig> {
         IpamConfig::parse(&v, "mynet")
     }
