@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 state="${BENCH_DIR:-$PWD/.bench}"
 command -v /usr/bin/time >/dev/null || { export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq time >/dev/null; }
 scripts/bench-peers.sh build || echo "whereabouts unavailable: the peer column is left out (see docs/bench-peers.md)" >&2
-cargo build --release -p netendpoint-cni -p watcher-example -p netendpoint-tests --bins
+cargo build --release -p netendpoint-cni -p watcher-example -p netendpoint-controller -p netendpoint-tests --bins
 trap 'scripts/testenv.sh stop "$state"' EXIT
 scripts/testenv.sh start "$state"
 peer=()

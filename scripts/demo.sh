@@ -11,6 +11,9 @@ state="${DEMO_DIR:-$root/.demo}"
 bin="$root/tests/bin"
 kubectl() { "$bin/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
 ts() { date +%H:%M:%S.%3N; }
+# `kubectl netendpoint`: kubectl finds the plugin binary on PATH (plugin lookup
+# stops at the first flag, so the kubeconfig comes from KUBECONFIG).
+knep() { KUBECONFIG="$state/kubeconfig" PATH="$root/target/debug:$PATH" "$bin/kubectl" netendpoint "$@"; }
 say() { printf '\n[%s] %s\n' "$(ts)" "$*"; }
 
 pods=(pod-a pod-b pod-c)
@@ -86,6 +89,11 @@ say "2 s later: the pool is full, the old lease $old is releasing and waits on t
 kubectl get nep
 echo
 kubectl describe nep "$old" | sed -n '/^Metadata/,/^Spec/p;/^  Pod:/,/^  Pool/p' | grep -E 'Deletion Timestamp|Finalizers|route-agent|Name:|Namespace:' | sed 's/^/  /'
+oldip=$(kubectl get nep "$old" -o jsonpath='{.spec.ip}')
+say "kubectl netendpoint why $oldip   (who holds it, since when, what the release waits on, the Events)"
+knep why "$oldip" | sed 's/^/  /'
+say "kubectl netendpoint pools   (ranges read from the network config; in a cluster, from the installer's ConfigMap)"
+knep pools --config "$netdir/10-demo.conf" | sed 's/^/  /'
 [ -s "$state/pod-b2.ip" ] && { echo "pod-b2 got an IP before the release: invariant broken" >&2; exit 1; }
 
 say "the agent has torn down its rule for pod-b and removes ONLY its finalizer, ONLY from that object (JSON patch: test uid + test + remove)"
@@ -106,5 +114,7 @@ SUMMARY
 pods+=(pod-b2)
 say "kubectl get nep"
 kubectl get nep
+say "kubectl netendpoint pools"
+knep pools --config "$netdir/10-demo.conf" | sed 's/^/  /'
 say "plugin log (stderr/stdin never go to stdout; stdin is never logged):"
 tail -n 4 "$state/plugin.log" | sed 's/^/  /'

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use netendpoint_crd::duration;
+use netendpoint_crd::pools::Capacity;
 
 use crate::allocator::{Range, RangeSet};
 use crate::error::{Error, Result};
@@ -396,6 +397,65 @@ fn is_qualified_finalizer(f: &str) -> bool {
 /// Re-exported: the one duration grammar (`500ms`, `30s`, `5m`, `1h30m`).
 pub use netendpoint_crd::duration::parse as parse_duration;
 
+/// The capacity of every netendpoint `ipam` section of a network config (a
+/// `.conflist` with `plugins`, or a single `.conf`), keyed by the pool's
+/// label value; a section that does not validate gives its error instead.
+/// Other plugins' sections are skipped.
+pub fn pool_capacities(conf: &Value) -> Vec<Result<(String, Capacity)>> {
+    let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+    let sections: Vec<&Value> = match conf.get("plugins").and_then(|p| p.as_array()) {
+        Some(list) => list.iter().collect(),
+        None => vec![conf],
+    };
+    sections
+        .into_iter()
+        .filter_map(|p| p.get("ipam"))
+        .filter(|ipam| ipam.get("type").and_then(|t| t.as_str()) == Some("netendpoint"))
+        .map(|ipam| {
+            let c = IpamConfig::parse(ipam, network)?;
+            let mut cap = Capacity::default();
+            for set in &c.range_sets {
+                let n = set.capacity();
+                match set.ranges.first().map(|r| r.start.is_ipv4()) {
+                    Some(true) => cap.v4 = cap.v4.saturating_add(n),
+                    Some(false) => cap.v6 = cap.v6.saturating_add(n),
+                    None => {}
+                }
+            }
+            Ok((netendpoint_crd::label_value(&c.pool), cap))
+        })
+        .collect()
+}
+
+/// Pool capacities from network config files given as `(name, text)` (the
+/// keys of the ConfigMap the installer renders from, or files on disk): the
+/// capacities by pool label value, a later file overriding an earlier one for
+/// the same pool, and one message per file or section that gave none.
+pub fn capacities_in_files<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> (std::collections::HashMap<String, Capacity>, Vec<String>) {
+    let mut caps = std::collections::HashMap::new();
+    let mut problems = Vec::new();
+    for (name, text) in files {
+        let conf = match serde_json::from_str::<Value>(text) {
+            Ok(c) => c,
+            Err(e) => {
+                problems.push(format!("{name}: not JSON ({e}); no capacity from it"));
+                continue;
+            }
+        };
+        for section in pool_capacities(&conf) {
+            match section {
+                Ok((pool, cap)) => {
+                    caps.insert(pool, cap);
+                }
+                Err(e) => problems.push(format!("{name}: invalid ipam section ({e}); no capacity from it")),
+            }
+        }
+    }
+    (caps, problems)
+}
+
 /// Reads the duration field `field`: `default` when absent, a code 7 error
 /// when it does not parse or exceeds `max`. Capping every duration here is
 /// what keeps all later time arithmetic in range.
@@ -413,6 +473,27 @@ pub(crate) fn bounded(field: &str, s: Option<&str>, default: Duration, max: Dura
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn capacities_come_per_pool_from_conflists_and_confs_and_bad_files_are_named() {
+        let conflist = json!({"cniVersion": "1.1.0", "name": "podnet", "plugins": [
+            {"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
+                "ranges": [[{"subnet": "10.0.0.0/29", "rangeStart": "10.0.0.2", "rangeEnd": "10.0.0.6"}]]}},
+            {"type": "portmap"}]});
+        let conf = json!({"cniVersion": "1.1.0", "name": "v6", "type": "macvlan",
+            "ipam": {"type": "netendpoint", "ranges": [[{"subnet": "fd00::/120"}]]}});
+        let other = json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
+        let invalid = json!({"name": "bad", "ipam": {"type": "netendpoint", "ranges": []}});
+        let texts = [conflist.to_string(), conf.to_string(), other.to_string(), invalid.to_string(), "{".to_string()];
+        let names = ["a.conflist", "b.conf", "c.conf", "d.conf", "e.conf"];
+        let (caps, problems) = capacities_in_files(names.iter().copied().zip(texts.iter().map(String::as_str)));
+        assert_eq!(caps.len(), 2, "{caps:?}");
+        assert_eq!(caps["pods"], Capacity { v4: 5, v6: 0 });
+        assert!(caps["v6"].v6 > 200 && caps["v6"].v4 == 0, "{caps:?}");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("d.conf: invalid ipam section"), "{problems:?}");
+        assert!(problems[1].starts_with("e.conf: not JSON"), "{problems:?}");
+    }
 
     fn parse(v: Value) -> Result<IpamConfig> {
         IpamConfig::parse(&v, "mynet")

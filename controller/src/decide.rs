@@ -7,59 +7,11 @@
 //! same name is never touched.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-/// One lease as the controller sees it (from a metadata-only watch).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    /// Object name (`<pool>.<ip>`).
-    pub name: String,
-    /// Object UID: the precondition of every write.
-    pub uid: String,
-    /// resourceVersion: the precondition of a forced release.
-    pub resource_version: String,
-    /// Pool label value.
-    pub pool: String,
-    /// The address, when the name parses in its pool.
-    pub ip: Option<IpAddr>,
-    /// Node label value of the holder.
-    pub node: String,
-    /// Pod UID label value, when the runtime named the Pod.
-    pub pod_uid: Option<String>,
-    /// Set once the release was requested.
-    pub releasing_since: Option<Timestamp>,
-    /// Finalizers still on the object.
-    pub finalizers: Vec<String>,
-    /// The lease's own forced-release bound, stamped at creation.
-    pub force_release_after: Option<Duration>,
-    /// What makes the lease sticky, when it is (see `docs/sticky-ips.md`).
-    pub sticky: Option<Sticky>,
-}
-
-/// The sticky facts of a lease, from its labels and annotations.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sticky {
-    /// The Pod's namespace.
-    pub namespace: String,
-    /// The Pod's name.
-    pub pod: String,
-    /// The controller owner's kind (`StatefulSet`, or a kind added in `ipam.sticky.kinds`).
-    pub owner_kind: String,
-    /// The controller owner's name.
-    pub owner: String,
-    /// How long the hold lasts after the release was requested.
-    pub sticky_for: Duration,
-}
-
-impl Lease {
-    /// True while the sticky hold finalizer is on the lease.
-    pub fn is_held(&self) -> bool {
-        self.finalizers.iter().any(|f| f == netendpoint_crd::FINALIZER_STICKY_HOLD)
-    }
-}
+pub use netendpoint_crd::pools::{Capacity, Lease, Sticky, age_at_least};
 
 /// The ordinal of StatefulSet `owner`'s Pod `pod` (`<owner>-<ordinal>`).
 pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
@@ -80,22 +32,6 @@ pub struct Need {
     /// Until when the ADD waits (the Event's creation on the API server's
     /// clock plus the wait it announced).
     pub until: Timestamp,
-}
-
-/// Usable addresses of a pool, per IP family, when its ranges are known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Capacity {
-    /// IPv4 addresses.
-    pub v4: u128,
-    /// IPv6 addresses.
-    pub v6: u128,
-}
-
-impl Capacity {
-    /// The capacity of the family of `ip`.
-    pub fn of(&self, ip: IpAddr) -> u128 {
-        if ip.is_ipv4() { self.v4 } else { self.v6 }
-    }
 }
 
 /// A snapshot of what the controller watches.
@@ -212,13 +148,6 @@ pub struct Decision {
     pub actions: Vec<Action>,
     /// When a pending grace or bound ends, so the next pass comes in time.
     pub look_again_in: Option<Duration>,
-}
-
-/// How long ago `since` (a whole-second API timestamp, rounded down) was, at
-/// least, at `now`: an under-estimate, so no bound is reached early.
-pub fn age_at_least(now: Timestamp, since: Timestamp) -> Duration {
-    let d = now.duration_since(since).checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(1));
-    d.and_then(|d| Duration::try_from(d).ok()).unwrap_or(Duration::ZERO)
 }
 
 /// Decides one pass. Guarantees:
@@ -441,7 +370,14 @@ mod tests {
         T0.parse::<Timestamp>().unwrap() + k8s_openapi::jiff::SignedDuration::from_secs(secs)
     }
 
-    impl Lease {
+    trait TestLease {
+        fn test(ip: &str) -> Self;
+        fn held(ip: &str, ordinal: u32, at: i64) -> Self;
+        fn on(self, node: &str) -> Self;
+        fn releasing_since(self, at: i64, bound: u64) -> Self;
+    }
+
+    impl TestLease for Lease {
         fn test(ip: &str) -> Self {
             Lease {
                 name: format!("p.{ip}"),

@@ -18,6 +18,7 @@ pub mod decide;
 pub mod error;
 mod http;
 pub mod metrics;
+pub mod pool_status;
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -37,10 +38,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use netendpoint_cni::store::{PoolEntry, ServerClock, event_object, force_release_patch};
 use netendpoint_crd::{
-    ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, ANNOTATION_STICKY_FOR,
-    ANNOTATION_STICKY_OWNER, FINALIZER_STICKY_HOLD, GROUP, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
-    LABEL_POD_UID, LABEL_POOL, LABEL_STICKY_IDENTITY, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_IP_NEEDED,
-    REASON_STICKY_HOLD_ENDED, duration, label_value,
+    ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, FINALIZER_STICKY_HOLD, GROUP, NetworkEndpoint,
+    REASON_FORCED_RELEASE, REASON_IP_NEEDED, REASON_STICKY_HOLD_ENDED, duration, label_value,
 };
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
@@ -99,6 +98,11 @@ pub struct Options {
     /// empty for all. Lets one controller per set of pools run side by side.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_SELECTOR", default_value = "")]
     pub selector: String,
+    /// Least time between two writes of one pool's NetworkEndpointPool
+    /// status (`kubectl get neppool`), written by the leader when the
+    /// figures change; `off` writes none.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_POOL_STATUS_INTERVAL", default_value = "5s")]
+    pub pool_status_interval: String,
     /// Address of the /metrics, /healthz and /readyz server.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "0.0.0.0:9090")]
     pub listen: SocketAddr,
@@ -119,6 +123,17 @@ impl Options {
             },
             default_force_release_after: dur("force-release-after", &self.force_release_after)?,
         })
+    }
+
+    /// The pool status interval; `None` when `off`.
+    pub fn pool_status_interval(&self) -> Result<Option<Duration>> {
+        match self.pool_status_interval.as_str() {
+            "off" => Ok(None),
+            v => duration::parse(v).map(Some).ok_or_else(|| Error::Flag {
+                flag: "pool-status-interval",
+                reason: format!("{v:?} is not a duration such as 5s, or off"),
+            }),
+        }
     }
 }
 
@@ -264,57 +279,15 @@ impl Stores {
 
 /// The [`Lease`] of a metadata-only NetworkEndpoint; `None` without a pool label.
 pub fn lease_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Lease> {
-    let labels = m.metadata.labels.as_ref();
-    let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
-    let name = m.metadata.name.clone()?;
-    Some(Lease {
-        ip: ip_from_name(&name),
-        uid: m.metadata.uid.clone()?,
-        resource_version: m.metadata.resource_version.clone().unwrap_or_default(),
-        pool: label(LABEL_POOL)?,
-        node: label(LABEL_NODE).unwrap_or_default(),
-        pod_uid: label(LABEL_POD_UID).filter(|u| !u.is_empty()),
-        releasing_since: m.metadata.deletion_timestamp.as_ref().map(|t| t.0),
-        finalizers: m.metadata.finalizers.clone().unwrap_or_default(),
-        force_release_after: m
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_FORCE_RELEASE_AFTER))
-            .and_then(|v| duration::parse(v)),
-        sticky: sticky_of(m),
-        name,
-    })
+    Lease::from_meta(&m.metadata)
 }
 
-/// The sticky facts of a lease: its Pod (labels), owner and `stickyFor`
-/// (annotations the plugin stamps); `None` for a lease that is not sticky.
+/// The sticky facts of a lease (see [`Sticky::from_meta`]).
 pub fn sticky_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Sticky> {
-    let labels = m.metadata.labels.as_ref()?;
-    labels.get(LABEL_STICKY_IDENTITY)?;
-    let ann = m.metadata.annotations.as_ref()?;
-    let (kind, owner) = ann.get(ANNOTATION_STICKY_OWNER)?.split_once('/')?;
-    Some(Sticky {
-        namespace: labels.get(LABEL_POD_NAMESPACE)?.clone(),
-        pod: labels.get(LABEL_POD_NAME)?.clone(),
-        owner_kind: kind.to_string(),
-        owner: owner.to_string(),
-        sticky_for: ann.get(ANNOTATION_STICKY_FOR).and_then(|v| duration::parse(v))?,
-    })
+    Sticky::from_meta(&m.metadata)
 }
 
-/// The IP of a lease name `<pool>.<ip>`, whatever the pool.
-pub fn ip_from_name(name: &str) -> Option<IpAddr> {
-    let parts: Vec<&str> = name.rsplitn(5, '.').collect();
-    if parts.len() == 5 {
-        let v4 = format!("{}.{}.{}.{}", parts[3], parts[2], parts[1], parts[0]);
-        if let Some(ip) = netendpoint_crd::parse_endpoint_name("x", &format!("x.{v4}")) {
-            return Some(ip);
-        }
-    }
-    let last = name.rsplit('.').next()?;
-    netendpoint_crd::parse_endpoint_name("x", &format!("x.{last}"))
-}
+pub use netendpoint_crd::pools::ip_from_name;
 
 /// The [`Need`] of an `IPNeeded` Event; `None` when it lacks its annotations.
 pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
@@ -332,39 +305,12 @@ pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
 /// section in the network config(s) of `cm` (a `.conflist` or a `.conf`
 /// per key). A section that does not validate is skipped with a warning.
 pub fn capacities(cm: &ConfigMap) -> Vec<(String, Capacity)> {
-    let mut out = Vec::new();
-    for (key, text) in cm.data.iter().flatten() {
-        let Ok(conf) = serde_json::from_str::<serde_json::Value>(text) else {
-            warn!(key, "network config is not JSON; no capacity from it");
-            continue;
-        };
-        let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
-        let plugins = match conf.get("plugins").and_then(|p| p.as_array()) {
-            Some(list) => list.clone(),
-            None => vec![conf.clone()],
-        };
-        for ipam in plugins.iter().filter_map(|p| p.get("ipam")) {
-            if ipam.get("type").and_then(|t| t.as_str()) != Some("netendpoint") {
-                continue;
-            }
-            match netendpoint_cni::config::IpamConfig::parse(ipam, network) {
-                Ok(c) => {
-                    let mut cap = Capacity::default();
-                    for set in &c.range_sets {
-                        let n = set.capacity();
-                        match set.ranges.first().map(|r| r.start.is_ipv4()) {
-                            Some(true) => cap.v4 = cap.v4.saturating_add(n),
-                            Some(false) => cap.v6 = cap.v6.saturating_add(n),
-                            None => {}
-                        }
-                    }
-                    out.push((label_value(&c.pool), cap));
-                }
-                Err(e) => warn!(key, error = %e, "invalid ipam section; no capacity from it"),
-            }
-        }
+    let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+    let (caps, problems) = netendpoint_cni::config::capacities_in_files(files);
+    for p in problems {
+        warn!(problem = %p, "network config gives no capacity");
     }
-    out
+    caps.into_iter().collect()
 }
 
 /// Shared state of a running controller.
@@ -515,6 +461,7 @@ impl Controller {
 /// Runs the controller until the process ends.
 pub async fn run(opts: Options) -> Result<()> {
     let settings = opts.settings()?;
+    let mut pool_status = opts.pool_status_interval()?.map(pool_status::PoolStatusWriter::new);
     let clock = ServerClock::default();
     let client = client(&opts, clock.clone()).await?;
     let ctl = Arc::new(Controller {
@@ -552,10 +499,14 @@ pub async fn run(opts: Options) -> Result<()> {
             info!(leader = is_leader, identity = %opts.identity, "leadership changed");
             // A new term starts every grace again.
             memory = Memory::default();
+            if let Some(w) = pool_status.as_mut() {
+                w.reset();
+            }
             was_leader = is_leader;
         }
         ctl.metrics.set_leader(is_leader);
-        let decision = pass(&ctl, &stores, &settings, &mut memory, &mut seen_needs, is_leader).await;
+        let decision =
+            pass(&ctl, &stores, &settings, &mut memory, &mut seen_needs, is_leader, pool_status.as_mut()).await;
         let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.min(IDLE_PASS));
         tokio::select! {
             _ = notify.notified() => {}
@@ -575,10 +526,12 @@ async fn pass(
     memory: &mut Memory,
     seen_needs: &mut HashSet<String>,
     is_leader: bool,
+    pool_status: Option<&mut pool_status::PoolStatusWriter>,
 ) -> Decision {
     let Some(now) = ctl.clock.now() else { return Decision::default() };
     let world = stores.world();
-    ctl.metrics.set_pools(&metrics::pool_stats(&world.leases, &world.capacity, now));
+    let stats = metrics::pool_stats(&world.leases, &world.capacity, now);
+    ctl.metrics.set_pools(&stats);
     let keys: HashSet<String> = world.needs.iter().map(|n| n.key.clone()).collect();
     for n in world.needs.iter().filter(|n| !seen_needs.contains(&n.key)) {
         ctl.metrics.needed(&n.pool);
@@ -587,9 +540,14 @@ async fn pass(
     if !is_leader {
         return Decision::default();
     }
-    let decision = decide::decide(&world, settings, memory, now);
+    let mut decision = decide::decide(&world, settings, memory, now);
     for action in &decision.actions {
         ctl.act(action).await;
+    }
+    if let Some(w) = pool_status
+        && let Some(later) = w.sync(&ctl.client, &stats, now).await
+    {
+        decision.look_again_in = Some(decision.look_again_in.map_or(later, |d| d.min(later)));
     }
     decision
 }
@@ -602,14 +560,6 @@ pub fn capacity_map(cm: &ConfigMap) -> HashMap<String, Capacity> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lease_names_give_their_ip_whatever_the_pool() {
-        assert_eq!(ip_from_name("pods.10.244.0.17"), "10.244.0.17".parse().ok());
-        assert_eq!(ip_from_name("a.b.c.10.0.0.1"), "10.0.0.1".parse().ok());
-        assert_eq!(ip_from_name("v6.fd00-0000-0000-0000-0000-0000-0000-0011"), "fd00::11".parse().ok());
-        assert_eq!(ip_from_name("pods.nonsense"), None);
-    }
 
     #[test]
     fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {

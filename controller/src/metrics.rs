@@ -1,75 +1,18 @@
 //! Pool health: per-pool figures computed from a snapshot ([`pool_stats`]),
 //! and their Prometheus exposition ([`Metrics`]).
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::decide::{Capacity, Lease, age_at_least};
+pub use netendpoint_crd::pools::{PoolStats, pool_stats};
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// The health of one pool at one instant.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Pool label value.
-    pub pool: String,
-    /// Usable addresses, when the pool's ranges are known.
-    pub capacity: Option<u128>,
-    /// Leases not being released.
-    pub in_use: u64,
-    /// Leases being released, waiting on finalizers.
-    pub releasing: u64,
-    /// Releasing leases that still list each finalizer.
-    pub releasing_by_finalizer: BTreeMap<String, u64>,
-    /// Age of the oldest release, a lower bound on the API server's clock.
-    pub oldest_release: Option<Duration>,
-}
-
-impl PoolStats {
-    /// Addresses neither in use nor releasing, when the capacity is known.
-    pub fn free(&self) -> Option<u128> {
-        self.capacity.map(|c| c.saturating_sub(u128::from(self.in_use + self.releasing)))
-    }
-}
-
-/// Figures of every pool that has a lease or a known capacity, by pool.
-pub fn pool_stats(leases: &[Lease], capacity: &HashMap<String, Capacity>, now: Timestamp) -> Vec<PoolStats> {
-    let mut pools: BTreeMap<String, PoolStats> = BTreeMap::new();
-    for (pool, cap) in capacity {
-        let s = pools.entry(pool.clone()).or_default();
-        s.capacity = Some(cap.v4 + cap.v6);
-    }
-    for l in leases {
-        let s = pools.entry(l.pool.clone()).or_default();
-        match l.releasing_since {
-            None => s.in_use += 1,
-            Some(since) => {
-                s.releasing += 1;
-                for f in &l.finalizers {
-                    *s.releasing_by_finalizer.entry(f.clone()).or_default() += 1;
-                }
-                let age = age_at_least(now, since);
-                s.oldest_release = Some(s.oldest_release.map_or(age, |a| a.max(age)));
-            }
-        }
-    }
-    pools
-        .into_iter()
-        .map(|(pool, mut s)| {
-            s.pool = pool;
-            s
-        })
-        .collect()
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabel {
@@ -223,6 +166,12 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::{BTreeMap, HashMap};
+    use std::time::Duration;
+
+    use k8s_openapi::jiff::Timestamp;
+    use netendpoint_crd::pools::{Capacity, Lease};
+
     use super::*;
 
     fn lease(ip: &str, releasing_at: Option<&str>, fins: &[&str]) -> Lease {

@@ -15,6 +15,11 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod pool_resource;
+pub mod pools;
+
+pub use pool_resource::{NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus};
+
 /// API group of every netendpoint resource.
 pub const GROUP: &str = "netendpoint.dev";
 
@@ -389,9 +394,14 @@ pub mod duration {
 }
 
 /// The CRD manifest as YAML, exactly as `crdgen` writes it to `deploy/crd.yaml`.
+///
+/// Two documents: the `NetworkEndpoint` CRD (the leases), then the
+/// `NetworkEndpointPool` CRD (the per-pool view the controller writes).
 pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     use kube::CustomResourceExt;
-    serde_saphyr::to_string(&NetworkEndpoint::crd())
+    let leases = serde_saphyr::to_string(&NetworkEndpoint::crd())?;
+    let pools = serde_saphyr::to_string(&NetworkEndpointPool::crd())?;
+    Ok(format!("{leases}---\n{pools}"))
 }
 
 #[cfg(test)]

@@ -428,6 +428,32 @@ async fn metrics_match_a_pool_prepared_in_a_known_state() {
     );
     assert!(ctl.metric(&series("pool_oldest_release_age_seconds")).is_some());
     println!("capacity of the /28: {capacity}");
+
+    // The same figures in the pool's NetworkEndpointPool status, for `kubectl get neppool`.
+    let get = || kubectl(&["get", "neppool", &p, "-o", "json"]);
+    wait_for("the pool status", Duration::from_secs(30), || async {
+        let o = get();
+        o.status.success()
+            && serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .is_ok_and(|j| j["status"]["releasing"] == 3 && j["status"]["used"] == 2)
+    })
+    .await;
+    let j: serde_json::Value = serde_json::from_slice(&get().stdout).unwrap();
+    let st = &j["status"];
+    assert_eq!(st["capacity"], capacity.to_string(), "{j}");
+    assert_eq!(st["free"], (capacity - 5.0).to_string(), "{j}");
+    assert_eq!(st["releasingByFinalizer"], serde_json::json!({FIN: 2, fin2: 2}), "{j}");
+    assert_eq!(st["waitingOn"], format!("{fin2}=2,{FIN}=2"), "{j}");
+    assert!(st["oldestReleaseSince"].is_string(), "{j}");
+    let table = String::from_utf8_lossy(&kubectl(&["get", "neppool", &p]).stdout).into_owned();
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON"], "{table}");
+    // A release completes: the status follows (the writer is rate-limited, not stopped).
+    remove_finalizer(&netendpoint_crd::endpoint_name(&pool, "10.82.0.3".parse().unwrap()), fin2).await;
+    wait_for("the pool status to follow", Duration::from_secs(30), || async {
+        serde_json::from_slice::<serde_json::Value>(&get().stdout).is_ok_and(|j| j["status"]["releasing"] == 2)
+    })
+    .await;
     let _ = cms.delete(&cm_name, &DeleteParams::default()).await;
     cleanup_pool(&pool).await;
 }

@@ -1,0 +1,298 @@
+//! Everything that talks to the API server: the client, the lease and Event
+//! lookups, the ranges (ConfigMap), and the forced-release write.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, ObjectReference};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use netendpoint_cni::store::{PoolEntry, event_object, force_release_patch};
+use netendpoint_crd::pools::{Capacity, Lease, ip_from_name};
+use netendpoint_crd::{
+    GROUP, LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, block_label_value,
+    endpoint_name, label_value,
+};
+
+use crate::error::{Error, Result};
+use crate::report::EventRow;
+
+/// The name the plugin reports its Events under.
+pub const REPORTING_CONTROLLER: &str = "kubectl-netendpoint";
+
+/// A client from `--kubeconfig` (else `KUBECONFIG` or `~/.kube/config`, else
+/// in-cluster) and `--context`.
+pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client> {
+    let opts = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
+    let cfg = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|e| Error::Kubeconfig(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| Error::Kubeconfig(e.to_string()))?
+        }
+        None => match Config::from_kubeconfig(&opts).await {
+            Ok(c) => c,
+            Err(e) if context.is_none() => Config::incluster().map_err(|_| Error::Kubeconfig(e.to_string()))?,
+            Err(e) => return Err(Error::Kubeconfig(e.to_string())),
+        },
+    };
+    Client::try_from(cfg).map_err(|e| Error::Kubeconfig(e.to_string()))
+}
+
+/// Every lease, from a metadata-only list.
+pub async fn all_leases(client: &Client) -> Result<Vec<Lease>> {
+    let api: Api<NetworkEndpoint> = Api::all(client.clone());
+    let list = api.list_metadata(&ListParams::default()).await.map_err(|e| Error::api("list networkendpoints", e))?;
+    Ok(list.items.iter().filter_map(|m| Lease::from_meta(&m.metadata)).collect())
+}
+
+/// Where the pools' ranges come from.
+#[derive(Debug, Clone)]
+pub enum Ranges {
+    /// Network config files on disk (`--config`).
+    Files(Vec<PathBuf>),
+    /// The ConfigMap the installer renders the network config from (`namespace/name`), as the controller reads it.
+    ConfigMap(String),
+}
+
+/// The capacities by pool label value, the sources they came from, and warnings to print.
+pub async fn capacities(
+    client: &Client,
+    ranges: &Ranges,
+) -> Result<(HashMap<String, Capacity>, Vec<String>, Vec<String>)> {
+    match ranges {
+        Ranges::Files(paths) => {
+            let mut texts = Vec::new();
+            for p in paths {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|source| Error::ConfigFile { path: p.display().to_string(), source })?;
+                texts.push((p.display().to_string(), text));
+            }
+            let (caps, problems) =
+                netendpoint_cni::config::capacities_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+            Ok((caps, texts.into_iter().map(|(n, _)| n).collect(), problems))
+        }
+        Ranges::ConfigMap(spec) if spec.is_empty() => Ok((HashMap::new(), Vec::new(), Vec::new())),
+        Ranges::ConfigMap(spec) => {
+            let Some((ns, name)) = spec.split_once('/').filter(|(a, b)| !a.is_empty() && !b.is_empty()) else {
+                return Err(Error::Refused(format!("--net-conf {spec:?} is not namespace/name")));
+            };
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            match api.get_opt(name).await {
+                Ok(Some(cm)) => {
+                    let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+                    let (caps, problems) = netendpoint_cni::config::capacities_in_files(files);
+                    Ok((caps, vec![format!("configmap/{spec}")], problems))
+                }
+                Ok(None) => Ok((
+                    HashMap::new(),
+                    Vec::new(),
+                    vec![format!("ConfigMap {spec} not found: capacity unknown (pass --config <network config file>)")],
+                )),
+                Err(kube::Error::Api(s)) if s.code == 403 => Ok((
+                    HashMap::new(),
+                    Vec::new(),
+                    vec![format!(
+                        "not allowed to read ConfigMap {spec}: capacity unknown (pass --config <network config file>)"
+                    )],
+                )),
+                Err(e) => Err(Error::api(format!("get ConfigMap {spec}"), e)),
+            }
+        }
+    }
+}
+
+/// What `why` and `release` look up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// An address, in one pool or any.
+    Ip(IpAddr),
+    /// A Pod.
+    Pod {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl Target {
+    /// `10.0.0.1`, `fd00::1` or `namespace/pod`.
+    pub fn parse(s: &str) -> Result<Self> {
+        if let Ok(ip) = s.parse() {
+            return Ok(Target::Ip(ip));
+        }
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(Target::Pod { namespace: ns.into(), name: name.into() })
+            }
+            _ => Err(Error::BadTarget(s.into())),
+        }
+    }
+}
+
+/// The leases (full objects) of `target`, in `pool` when given, by name.
+pub async fn find_leases(client: &Client, target: &Target, pool: Option<&str>) -> Result<Vec<NetworkEndpoint>> {
+    let api: Api<NetworkEndpoint> = Api::all(client.clone());
+    let list = |selector: String| {
+        let api = api.clone();
+        async move {
+            api.list(&ListParams::default().labels(&selector))
+                .await
+                .map(|l| l.items)
+                .map_err(|e| Error::api(format!("list networkendpoints ({selector})"), e))
+        }
+    };
+    let in_pool = |ep: &NetworkEndpoint| pool.is_none_or(|p| ep.spec.pool == p);
+    let mut found: Vec<NetworkEndpoint> = match target {
+        Target::Ip(ip) => {
+            if let Some(p) = pool {
+                let name = endpoint_name(p, *ip);
+                api.get_opt(&name)
+                    .await
+                    .map_err(|e| Error::api(format!("get networkendpoint {name}"), e))?
+                    .into_iter()
+                    .collect()
+            } else {
+                // Every lease carries its block label; older ones may not, so fall back to names.
+                let mut by_block = list(format!("{LABEL_BLOCK}={}", block_label_value(*ip))).await?;
+                by_block.retain(|ep| ep.metadata.name.as_deref().and_then(ip_from_name) == Some(*ip));
+                if by_block.is_empty() {
+                    let named = api
+                        .list_metadata(&ListParams::default())
+                        .await
+                        .map_err(|e| Error::api("list networkendpoints", e))?;
+                    for m in named.items {
+                        let Some(name) = m.metadata.name else { continue };
+                        if ip_from_name(&name) == Some(*ip)
+                            && let Some(ep) =
+                                api.get_opt(&name).await.map_err(|e| Error::api(format!("get {name}"), e))?
+                        {
+                            by_block.push(ep);
+                        }
+                    }
+                }
+                by_block
+            }
+        }
+        Target::Pod { namespace, name } => {
+            let mut selector =
+                format!("{LABEL_POD_NAMESPACE}={},{LABEL_POD_NAME}={}", label_value(namespace), label_value(name));
+            if let Some(p) = pool {
+                selector.push_str(&format!(",{LABEL_POOL}={}", label_value(p)));
+            }
+            let mut eps = list(selector).await?;
+            eps.retain(|ep| ep.spec.pod.as_ref().is_some_and(|p| &p.namespace == namespace && &p.name == name));
+            eps
+        }
+    };
+    found.retain(in_pool);
+    found.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(found)
+}
+
+/// Events about the lease, and about its Pod when it names one.
+pub async fn events_of(client: &Client, ep: &NetworkEndpoint) -> Result<Vec<EventRow>> {
+    let name = ep.metadata.name.clone().unwrap_or_default();
+    let all: Api<CoreEvent> = Api::all(client.clone());
+    let about_lease =
+        ListParams::default().fields(&format!("involvedObject.kind=NetworkEndpoint,involvedObject.name={name}"));
+    let mut rows: Vec<EventRow> = all
+        .list(&about_lease)
+        .await
+        .map_err(|e| Error::api(format!("list events about {name}"), e))?
+        .items
+        .iter()
+        .map(EventRow::from_event)
+        .collect();
+    if let Some(pod) = &ep.spec.pod {
+        let api: Api<CoreEvent> = Api::namespaced(client.clone(), &pod.namespace);
+        let about_pod =
+            ListParams::default().fields(&format!("involvedObject.kind=Pod,involvedObject.name={}", pod.name));
+        let events = api
+            .list(&about_pod)
+            .await
+            .map_err(|e| Error::api(format!("list events about pod {}/{}", pod.namespace, pod.name), e))?;
+        rows.extend(events.items.iter().map(EventRow::from_event));
+    }
+    Ok(rows)
+}
+
+/// Who the API server says we are (a SelfSubjectReview); `None` when it cannot tell.
+pub async fn whoami(client: &Client) -> Option<String> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api.create(&PostParams::default(), &SelfSubjectReview::default()).await.ok()?;
+    review.status?.user_info?.username
+}
+
+/// How a forced release ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    /// The finalizers were removed.
+    Done,
+    /// The lease changed (or went away) since it was read: nothing was written.
+    Changed,
+}
+
+/// Removes every finalizer of exactly the object `ep` was read as (UID and
+/// resourceVersion tested in the same JSON patch the controller sends).
+pub async fn force(client: &Client, ep: &NetworkEndpoint) -> Result<Forced> {
+    let name = ep.metadata.name.clone().unwrap_or_default();
+    let entry = PoolEntry {
+        name: name.clone(),
+        uid: ep.metadata.uid.clone().unwrap_or_default(),
+        resource_version: ep.metadata.resource_version.clone().unwrap_or_default(),
+        node: ep.spec.node.clone(),
+        ip: ep.ip().unwrap_or(IpAddr::from([0, 0, 0, 0])),
+        releasing_since: ep.metadata.deletion_timestamp.clone(),
+        finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
+        force_release_after: None,
+    };
+    let api: Api<NetworkEndpoint> = Api::all(client.clone());
+    let patch = Patch::Json::<()>(force_release_patch(&entry));
+    match api.patch(&name, &PatchParams::default(), &patch).await {
+        Ok(_) => Ok(Forced::Done),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(Forced::Changed),
+        Err(e) => Err(Error::api(format!("remove the finalizers of {name}"), e)),
+    }
+}
+
+/// Records a `reason` Warning Event about the lease and about its Pod; the
+/// reporting instance is the user who asked.
+pub async fn record(client: &Client, ep: &NetworkEndpoint, reason: &str, note: &str, user: &str) -> Result<()> {
+    let mut about = vec![ObjectReference {
+        api_version: Some(format!("{GROUP}/v1alpha1")),
+        kind: Some("NetworkEndpoint".into()),
+        name: ep.metadata.name.clone(),
+        uid: ep.metadata.uid.clone(),
+        ..ObjectReference::default()
+    }];
+    if let Some(pod) = &ep.spec.pod {
+        about.push(ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(pod.namespace.clone()),
+            name: Some(pod.name.clone()),
+            uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
+            ..ObjectReference::default()
+        });
+    }
+    for (i, regarding) in about.into_iter().enumerate() {
+        let mut ev = event_object(regarding, reason, note.to_string(), true, Timestamp::now());
+        ev.reporting_controller = Some(REPORTING_CONTROLLER.into());
+        ev.reporting_instance = Some(user.chars().take(128).collect());
+        let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let result = Api::<Event>::namespaced(client.clone(), &ns).create(&PostParams::default(), &ev).await;
+        // The Event about the lease is the record; one about the Pod is a courtesy.
+        if let Err(e) = result
+            && i == 0
+        {
+            return Err(Error::api(format!("record the {reason} Event"), e));
+        }
+    }
+    Ok(())
+}

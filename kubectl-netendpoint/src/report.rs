@@ -1,0 +1,392 @@
+//! The reports the commands print, built from plain data (no API calls):
+//! one row per pool for `pools`, one description per lease for `why`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use netendpoint_crd::pools::{PoolStats, age_at_least};
+use netendpoint_crd::{NetworkEndpoint, PodRef};
+use serde::Serialize;
+
+use crate::render::{Format, age, or_dash, table};
+
+/// One pool as `pools` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolRow {
+    /// Pool (label value).
+    pub pool: String,
+    /// Usable addresses; `null` when no network config gives the pool's ranges.
+    pub capacity: Option<u128>,
+    /// Live leases.
+    pub used: u64,
+    /// Leases being released (deletionTimestamp set), waiting on finalizers.
+    pub releasing: u64,
+    /// Addresses neither used nor releasing; `null` when the capacity is unknown.
+    pub free: Option<u128>,
+    /// Age in seconds of the oldest release in progress.
+    pub oldest_release_seconds: Option<u64>,
+    /// Finalizers that releases wait on, with the number of releases each holds.
+    pub waiting_on: BTreeMap<String, u64>,
+}
+
+impl From<&PoolStats> for PoolRow {
+    fn from(s: &PoolStats) -> Self {
+        PoolRow {
+            pool: s.pool.clone(),
+            capacity: s.capacity,
+            used: s.in_use,
+            releasing: s.releasing,
+            free: s.free(),
+            oldest_release_seconds: s.oldest_release.map(|d| d.as_secs()),
+            waiting_on: s.releasing_by_finalizer.clone(),
+        }
+    }
+}
+
+/// The `pools` report: the rows and where the ranges came from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolsReport {
+    /// Where the pools' ranges were read (`configmap/<ns>/<name>`, file paths), empty when nowhere.
+    pub ranges_from: Vec<String>,
+    /// One row per pool, by name.
+    pub pools: Vec<PoolRow>,
+}
+
+impl PoolsReport {
+    /// The table (`wide` adds the IPv4/IPv6 split is not known here, so it adds the ranges' source).
+    pub fn table(&self, format: Format) -> String {
+        let waiting = |w: &BTreeMap<String, u64>| {
+            if w.is_empty() {
+                "<none>".to_string()
+            } else {
+                w.iter().map(|(f, n)| format!("{f}={n}")).collect::<Vec<_>>().join(",")
+            }
+        };
+        let mut header = vec!["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON"];
+        if format == Format::Wide {
+            header.push("RANGES-FROM");
+        }
+        let source = if self.ranges_from.is_empty() { "<none>".to_string() } else { self.ranges_from.join(",") };
+        let rows: Vec<Vec<String>> = self
+            .pools
+            .iter()
+            .map(|p| {
+                let mut row = vec![
+                    p.pool.clone(),
+                    or_dash(p.capacity),
+                    p.used.to_string(),
+                    p.releasing.to_string(),
+                    or_dash(p.free),
+                    or_dash(p.oldest_release_seconds.map(|s| age(Duration::from_secs(s)))),
+                    waiting(&p.waiting_on),
+                ];
+                if format == Format::Wide {
+                    row.push(if p.capacity.is_some() { source.clone() } else { "<none>".into() });
+                }
+                row
+            })
+            .collect();
+        table(&header, &rows)
+    }
+}
+
+/// One Event about a lease or its Pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRow {
+    /// When it happened (RFC 3339), when known.
+    pub time: Option<String>,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Reason, e.g. `ForcedRelease`, `IPNeeded`.
+    pub reason: String,
+    /// Who reported it (reporting controller or source component).
+    pub from: String,
+    /// What it is about: `NetworkEndpoint/<name>` or `Pod/<namespace>/<name>`.
+    pub about: String,
+    /// The message.
+    pub message: String,
+    #[serde(skip)]
+    at: Option<Timestamp>,
+}
+
+impl EventRow {
+    /// The row of a core/v1 Event (Events written through events.k8s.io/v1 read back the same).
+    pub fn from_event(e: &Event) -> Self {
+        let at = e
+            .event_time
+            .as_ref()
+            .map(|t| t.0)
+            .or_else(|| e.last_timestamp.as_ref().map(|t| t.0))
+            .or_else(|| e.first_timestamp.as_ref().map(|t| t.0))
+            .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0));
+        let o = &e.involved_object;
+        let about = match (o.kind.as_deref().unwrap_or_default(), &o.namespace) {
+            ("Pod", Some(ns)) => format!("Pod/{ns}/{}", o.name.as_deref().unwrap_or_default()),
+            (kind, _) => format!("{kind}/{}", o.name.as_deref().unwrap_or_default()),
+        };
+        EventRow {
+            time: at.map(|t| t.to_string()),
+            type_: e.type_.clone().unwrap_or_default(),
+            reason: e.reason.clone().unwrap_or_default(),
+            from: e
+                .reporting_component
+                .clone()
+                .filter(|c| !c.is_empty())
+                .or_else(|| e.source.as_ref().and_then(|s| s.component.clone()))
+                .unwrap_or_default(),
+            about,
+            message: e.message.clone().unwrap_or_default(),
+            at,
+        }
+    }
+}
+
+/// Everything `why` knows about one lease.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseReport {
+    /// Object name (`<pool>.<ip>`).
+    pub name: String,
+    /// Object UID.
+    pub uid: String,
+    /// Pool.
+    pub pool: String,
+    /// The address.
+    pub ip: String,
+    /// The Pod, when the runtime named it.
+    pub pod: Option<PodRef>,
+    /// Node of the holder.
+    pub node: String,
+    /// Sandbox (container) ID.
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    /// Interface in the sandbox.
+    pub if_name: String,
+    /// CNI network that made the lease.
+    pub network: Option<String>,
+    /// When the lease was made (RFC 3339).
+    pub held_since: Option<String>,
+    /// True once its release was requested.
+    pub releasing: bool,
+    /// When the release was requested (RFC 3339).
+    pub releasing_since: Option<String>,
+    /// Finalizers on the lease: what its release waits on (or, for a live lease, will wait on).
+    pub finalizers: Vec<String>,
+    /// The lease's own forced-release bound.
+    pub force_release_after: Option<String>,
+    /// Events about the lease and its Pod, oldest first.
+    pub events: Vec<EventRow>,
+    #[serde(skip)]
+    created: Option<Timestamp>,
+    #[serde(skip)]
+    deleted: Option<Timestamp>,
+}
+
+impl LeaseReport {
+    /// The report of `ep` with `events` (any order; sorted here, oldest first).
+    pub fn new(ep: &NetworkEndpoint, mut events: Vec<EventRow>) -> Self {
+        events.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.reason.cmp(&b.reason)));
+        let created = ep.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let deleted = ep.metadata.deletion_timestamp.as_ref().map(|t| t.0);
+        LeaseReport {
+            name: ep.metadata.name.clone().unwrap_or_default(),
+            uid: ep.metadata.uid.clone().unwrap_or_default(),
+            pool: ep.spec.pool.clone(),
+            ip: ep.spec.ip.clone(),
+            pod: ep.spec.pod.clone(),
+            node: ep.spec.node.clone(),
+            container_id: ep.spec.container_id.clone(),
+            if_name: ep.spec.if_name.clone(),
+            network: ep.spec.network.clone(),
+            held_since: created.map(|t| t.to_string()),
+            releasing: deleted.is_some(),
+            releasing_since: deleted.map(|t| t.to_string()),
+            finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
+            force_release_after: ep.spec.force_release_after.clone(),
+            events,
+            created,
+            deleted,
+        }
+    }
+
+    /// A kubectl-describe-like text at `now`.
+    pub fn describe(&self, now: Timestamp, format: Format) -> String {
+        let ago = |t: Option<Timestamp>| t.map(|t| format!("{t} ({} ago)", age(age_at_least(now, t))));
+        let mut out = String::new();
+        let mut field = |k: &str, v: String| {
+            let _ = writeln!(out, "{:<14}{v}", format!("{k}:"));
+        };
+        field("Lease", format!("{}   (pool {}, IP {})", self.name, self.pool, self.ip));
+        field(
+            "Held by",
+            match &self.pod {
+                Some(p) if p.uid.is_empty() => format!("pod {}/{}", p.namespace, p.name),
+                Some(p) => format!("pod {}/{} (uid {})", p.namespace, p.name, p.uid),
+                None => "a sandbox whose Pod the runtime did not name".into(),
+            },
+        );
+        field("Node", self.node.clone());
+        field("Container", self.container_id.clone());
+        field("Interface", self.if_name.clone());
+        if let Some(n) = &self.network {
+            field("Network", n.clone());
+        }
+        field("Since", or_dash(ago(self.created)));
+        match (self.releasing, self.finalizers.is_empty()) {
+            (false, _) => field("State", "in use".into()),
+            (true, true) => field(
+                "State",
+                format!(
+                    "releasing since {}; no finalizer left, the IP is free once the object is gone",
+                    or_dash(ago(self.deleted))
+                ),
+            ),
+            (true, false) => field(
+                "State",
+                format!(
+                    "releasing since {}, waiting on {} finalizer(s)",
+                    or_dash(ago(self.deleted)),
+                    self.finalizers.len()
+                ),
+            ),
+        }
+        let fins = if self.finalizers.is_empty() { "<none>".into() } else { self.finalizers.join(", ") };
+        field(if self.releasing { "Waiting on" } else { "Finalizers" }, fins);
+        if let Some(b) = &self.force_release_after {
+            field("Force after", format!("{b} (may be forced after this long, only for an ADD that needs the IP)"));
+        }
+        if format == Format::Wide {
+            field("UID", self.uid.clone());
+        }
+        if self.events.is_empty() {
+            out.push_str("Events:       <none>\n");
+        } else {
+            out.push_str("Events:\n");
+            let rows: Vec<Vec<String>> = self
+                .events
+                .iter()
+                .map(|e| {
+                    vec![
+                        or_dash(e.at.map(|t| age(age_at_least(now, t)))),
+                        e.type_.clone(),
+                        e.reason.clone(),
+                        e.from.clone(),
+                        e.about.clone(),
+                        e.message.clone(),
+                    ]
+                })
+                .collect();
+            for line in table(&["AGE", "TYPE", "REASON", "FROM", "ABOUT", "MESSAGE"], &rows).lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn pool_rows_show_unknown_capacity_as_a_dash_and_list_who_holds_releases() {
+        let known = PoolStats {
+            pool: "a".into(),
+            capacity: Some(10),
+            in_use: 3,
+            releasing: 2,
+            releasing_by_finalizer: [("x.example/agent".to_string(), 2), ("y.example/b".to_string(), 1)].into(),
+            oldest_release: Some(Duration::from_secs(130)),
+            oldest_release_since: None,
+        };
+        let unknown = PoolStats { pool: "b".into(), in_use: 1, ..PoolStats::default() };
+        let r = PoolsReport { ranges_from: vec!["f.conf".into()], pools: vec![(&known).into(), (&unknown).into()] };
+        let text = r.table(Format::Table);
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], ["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON"]);
+        assert_eq!(lines[1], ["a", "10", "3", "2", "5", "2m10s", "x.example/agent=2,y.example/b=1"]);
+        assert_eq!(lines[2], ["b", "-", "1", "0", "-", "-", "<none>"]);
+        let wide = r.table(Format::Wide);
+        assert!(wide.lines().nth(1).unwrap().ends_with("f.conf"), "{wide}");
+        let json: serde_json::Value =
+            serde_json::from_str(&crate::render::structured(&r, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["pools"][1]["capacity"], serde_json::Value::Null);
+        assert_eq!(json["pools"][0]["waitingOn"]["x.example/agent"], 2);
+        assert_eq!(json["pools"][0]["oldestReleaseSeconds"], 130);
+    }
+
+    #[test]
+    fn a_release_is_described_with_its_finalizers_and_events_oldest_first() {
+        let mut ep = NetworkEndpoint::new(
+            "p.10.0.0.1",
+            netendpoint_crd::NetworkEndpointSpec {
+                pool: "p".into(),
+                ip: "10.0.0.1".into(),
+                prefix_length: 24,
+                gateway: None,
+                if_name: "eth0".into(),
+                container_id: "c1".into(),
+                node: "n1".into(),
+                pod: Some(PodRef { namespace: "ns".into(), name: "web".into(), uid: "u".into() }),
+                network: Some("net".into()),
+                force_release_after: Some("600s".into()),
+                static_ip: None,
+            },
+        );
+        ep.metadata.creation_timestamp = Some(Time(t("2026-01-01T00:00:00Z")));
+        ep.metadata.deletion_timestamp = Some(Time(t("2026-01-01T00:10:00Z")));
+        ep.metadata.finalizers = Some(vec!["x.example/agent".into()]);
+        let ev = |reason: &str, at: &str, kind: &str| {
+            EventRow::from_event(&Event {
+                reason: Some(reason.into()),
+                event_time: Some(MicroTime(t(at))),
+                type_: Some("Warning".into()),
+                reporting_component: Some("netendpoint-controller".into()),
+                message: Some(format!("{reason} happened")),
+                involved_object: ObjectReference {
+                    kind: Some(kind.into()),
+                    name: Some("web".into()),
+                    namespace: Some("ns".into()),
+                    ..ObjectReference::default()
+                },
+                ..Event::default()
+            })
+        };
+        let r = LeaseReport::new(
+            &ep,
+            vec![
+                ev("ForcedRelease", "2026-01-01T00:20:00Z", "NetworkEndpoint"),
+                ev("IPNeeded", "2026-01-01T00:19:00Z", "Pod"),
+            ],
+        );
+        let text = r.describe(t("2026-01-01T00:21:01Z"), Format::Table);
+        assert!(text.contains("Held by:      pod ns/web (uid u)"), "{text}");
+        assert!(
+            text.contains("State:        releasing since 2026-01-01T00:10:00Z (11m ago), waiting on 1 finalizer(s)"),
+            "{text}"
+        );
+        assert!(text.contains("Waiting on:   x.example/agent"), "{text}");
+        let needed = text.find("IPNeeded").unwrap();
+        let forced = text.find("ForcedRelease").unwrap();
+        assert!(needed < forced, "oldest first:\n{text}");
+        assert!(text.contains("Pod/ns/web"), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["releasing"], true);
+        assert_eq!(json["finalizers"][0], "x.example/agent");
+        assert_eq!(json["events"][0]["reason"], "IPNeeded");
+        assert_eq!(json["containerID"], "c1");
+    }
+}
