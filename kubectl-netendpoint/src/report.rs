@@ -148,6 +148,20 @@ impl EventRow {
     }
 }
 
+/// A lease's sticky hold, as `why` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StickyHold {
+    /// `namespace/name` of the Pod identity the IP is kept for.
+    pub identity: String,
+    /// `Kind/name` of its owner.
+    pub owner: String,
+    /// How long the hold lasts after the release was requested (seconds).
+    pub sticky_for_seconds: u64,
+    /// True while the hold finalizer is on the lease.
+    pub held: bool,
+}
+
 /// Everything `why` knows about one lease.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -181,6 +195,12 @@ pub struct LeaseReport {
     pub finalizers: Vec<String>,
     /// The lease's own forced-release bound.
     pub force_release_after: Option<String>,
+    /// The address was asked for by the runtime or the Pod (`spec.static`).
+    #[serde(rename = "static")]
+    pub static_ip: bool,
+    /// The sticky hold, when the lease keeps its IP for its Pod's identity:
+    /// whether the hold is still on, and for whom.
+    pub sticky_hold: Option<StickyHold>,
     /// Events about the lease and its Pod, oldest first.
     pub events: Vec<EventRow>,
     #[serde(skip)]
@@ -210,6 +230,13 @@ impl LeaseReport {
             releasing_since: deleted.map(|t| t.to_string()),
             finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
             force_release_after: ep.spec.force_release_after.clone(),
+            static_ip: ep.spec.static_ip.unwrap_or(false),
+            sticky_hold: netendpoint_crd::pools::Sticky::from_meta(&ep.metadata).map(|s| StickyHold {
+                identity: format!("{}/{}", s.namespace, s.pod),
+                owner: format!("{}/{}", s.owner_kind, s.owner),
+                sticky_for_seconds: s.sticky_for.as_secs(),
+                held: ep.metadata.finalizers.iter().flatten().any(|f| f == netendpoint_crd::FINALIZER_STICKY_HOLD),
+            }),
             events,
             created,
             deleted,
@@ -259,6 +286,21 @@ impl LeaseReport {
         }
         let fins = if self.finalizers.is_empty() { "<none>".into() } else { self.finalizers.join(", ") };
         field(if self.releasing { "Waiting on" } else { "Finalizers" }, fins);
+        if self.static_ip {
+            field("Static", "yes: the address was asked for; a static request never forces a release".into());
+        }
+        if let Some(h) = &self.sticky_hold {
+            let state = if h.held { "held" } else { "ended" };
+            field(
+                "Sticky hold",
+                format!(
+                    "{state}: the IP is kept for {} ({}) up to {} after its release; only that identity's next Pod takes it",
+                    h.identity,
+                    h.owner,
+                    age(Duration::from_secs(h.sticky_for_seconds))
+                ),
+            );
+        }
         if let Some(b) = &self.force_release_after {
             field("Force after", format!("{b} (may be forced after this long, only for an ADD that needs the IP)"));
         }
@@ -388,5 +430,56 @@ mod tests {
         assert_eq!(json["finalizers"][0], "x.example/agent");
         assert_eq!(json["events"][0]["reason"], "IPNeeded");
         assert_eq!(json["containerID"], "c1");
+    }
+
+    #[test]
+    fn a_sticky_hold_and_a_static_address_are_shown() {
+        let mut ep = NetworkEndpoint::new(
+            "p.10.0.0.1",
+            netendpoint_crd::NetworkEndpointSpec {
+                pool: "p".into(),
+                ip: "10.0.0.1".into(),
+                prefix_length: 24,
+                gateway: None,
+                if_name: "eth0".into(),
+                container_id: "c1".into(),
+                node: "n1".into(),
+                pod: Some(PodRef { namespace: "ns".into(), name: "web-0".into(), uid: "u".into() }),
+                network: None,
+                force_release_after: None,
+                static_ip: Some(true),
+            },
+        );
+        ep.metadata.deletion_timestamp = Some(Time(t("2026-01-01T00:10:00Z")));
+        ep.metadata.finalizers = Some(vec![netendpoint_crd::FINALIZER_STICKY_HOLD.into()]);
+        ep.metadata.labels = Some(
+            [
+                (netendpoint_crd::LABEL_STICKY_IDENTITY.to_string(), "id".to_string()),
+                (netendpoint_crd::LABEL_POD_NAMESPACE.to_string(), "ns".to_string()),
+                (netendpoint_crd::LABEL_POD_NAME.to_string(), "web-0".to_string()),
+            ]
+            .into(),
+        );
+        ep.metadata.annotations = Some(
+            [
+                (netendpoint_crd::ANNOTATION_STICKY_OWNER.to_string(), "StatefulSet/web".to_string()),
+                (netendpoint_crd::ANNOTATION_STICKY_FOR.to_string(), "1h".to_string()),
+            ]
+            .into(),
+        );
+        let r = LeaseReport::new(&ep, vec![]);
+        let text = r.describe(t("2026-01-01T00:11:00Z"), Format::Table);
+        assert!(text.contains("Sticky hold:  held: the IP is kept for ns/web-0 (StatefulSet/web)"), "{text}");
+        assert!(text.contains("Static:       yes"), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["stickyHold"]["held"], true);
+        assert_eq!(json["stickyHold"]["stickyForSeconds"], 3600);
+        assert_eq!(json["static"], true);
+
+        ep.metadata.finalizers = None;
+        ep.metadata.labels = None;
+        ep.spec.static_ip = None;
+        let plain = LeaseReport::new(&ep, vec![]).describe(t("2026-01-01T00:11:00Z"), Format::Table);
+        assert!(!plain.contains("Sticky hold") && !plain.contains("Static:"), "{plain}");
     }
 }
