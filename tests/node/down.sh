@@ -29,7 +29,7 @@ stop_pid "$NODE_DIR/pids/agent"
 stop_pid "$NODE_DIR/pids/containerd"
 # Shims and containers outlive containerd: stop those that belong to this node.
 for p in /proc/[0-9]*; do
-  if tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q -- "containerd-shim-runc-v2 .*$NODE_DIR/ctd"; then
+  if tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -q -- "containerd-shim-runc-v2 .*$NODE_DIR/ctd"; then
     kill -KILL "${p#/proc/}" 2>/dev/null
   fi
 done
@@ -52,8 +52,13 @@ if [ -e "$NODE_DIR/kubelet/made-kubepods" ]; then
     while read -r cg; do find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null; done
   rm -f "$NODE_DIR/kubelet/made-kubepods"
 fi
-if [ -e "$NODE_DIR/kubelet/made-var-lib-kubelet" ]; then
-  rmdir /var/lib/kubelet 2>/dev/null && rm -f "$NODE_DIR/kubelet/made-var-lib-kubelet"
+if [ -e "$NODE_DIR/kubelet/made-dirs" ]; then
+  # kubelet leaves symlinks to its last pods' logs in /var/log/containers.
+  while read -r d; do
+    find "$d" -mindepth 1 -maxdepth 1 -type l -lname "$NODE_DIR/*" -delete 2>/dev/null
+    rmdir "$d" 2>/dev/null
+  done < "$NODE_DIR/kubelet/made-dirs"
+  rm -f "$NODE_DIR/kubelet/made-dirs"
 fi
 "$repo/scripts/testenv.sh" stop "$NODE_DIR/api" >/dev/null 2>&1
 exit 0

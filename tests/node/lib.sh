@@ -13,9 +13,11 @@ NODE_NAME=${NODE_NAME:-$(hostname)}
 # The bridge the pods hang off; down.sh deletes it.
 NODE_BRIDGE=${NODE_BRIDGE:-nee2e0}
 export PATH="$nbin:$tbin:$PATH"
+# kubectl's discovery cache, not in ~/.kube.
+export KUBECACHEDIR="$NODE_DIR/kube-cache"
 
 kc() { "$tbin/kubectl" --kubeconfig "$NODE_DIR/api/kubeconfig" "$@"; }
-crictl() { "$nbin/crictl" --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" "$@"; }
+crictl() { "$nbin/crictl" --config "$NODE_DIR/crictl.yaml" "$@"; }
 ctr() { "$nbin/ctr" --address "$sock" "$@"; }
 ts() { date -u +%H:%M:%S.%3N; }
 say() { printf '[%s] %s\n' "$(ts)" "$*"; }

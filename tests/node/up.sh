@@ -23,7 +23,7 @@ done
 "$repo/tests/node/down.sh" >/dev/null 2>&1 || true
 rm -rf "$NODE_DIR"
 mkdir -p "$NODE_DIR"/{api,logs,pids,images,ctd,cni/bin,cni/conf,cni/data,agent,install} \
-  "$NODE_DIR"/kubelet/{root,fake,varlib,pod-logs}
+  "$NODE_DIR"/kubelet/{root,fake,varlib,containers-logs,pod-logs}
 started=$(now_ms)
 
 say "API server"
@@ -32,6 +32,7 @@ server=$(kc config view --raw -o 'jsonpath={.clusters[0].cluster.server}')
 
 say "containerd $("$nbin/containerd" --version | awk '{print $3}'), runc $("$nbin/runc" --version | awk 'NR==1{print $3}')"
 sed -e "s#@NODE_DIR@#$NODE_DIR#g" -e "s#@NBIN@#$nbin#g" "$repo/tests/node/containerd.toml" > "$NODE_DIR/ctd/config.toml"
+printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\n' "$sock" "$sock" > "$NODE_DIR/crictl.yaml"
 # The CNI reference plugins next to netendpoint, as in a node's /opt/cni/bin.
 cp "$tbin/cni/bridge" "$tbin/cni/loopback" "$NODE_DIR/cni/bin/"
 setsid "$nbin/containerd" --config "$NODE_DIR/ctd/config.toml" >"$NODE_DIR/logs/containerd.log" 2>&1 </dev/null &
@@ -55,11 +56,14 @@ echo 1 > "$NODE_DIR/kubelet/fake/panic_on_oops"
 # Volumes kubelet mounts under its root dir must reach containerd: a shared mount.
 mount --bind "$NODE_DIR/kubelet/root" "$NODE_DIR/kubelet/root"
 mount --make-shared "$NODE_DIR/kubelet/root"
-# kubelet hard-codes /var/lib/kubelet/device-plugins: an empty mount point on
-# the host, covered in kubelet's namespace. down.sh removes it if it made it.
 # kubelet makes the kubepods cgroups (cgroupfs driver); down.sh removes them if they were not there.
 [ -n "$(find /sys/fs/cgroup -maxdepth 2 -name kubepods 2>/dev/null)" ] || touch "$NODE_DIR/kubelet/made-kubepods"
-[ -e /var/lib/kubelet ] || { mkdir -p /var/lib/kubelet && touch "$NODE_DIR/kubelet/made-var-lib-kubelet"; }
+# kubelet hard-codes /var/lib/kubelet/device-plugins and /var/log/containers:
+# empty mount points on the host, covered in kubelet's namespace. down.sh
+# removes those it made.
+for d in /var/lib/kubelet /var/log/containers; do
+  [ -e "$d" ] || { mkdir -p "$d" && echo "$d" >> "$NODE_DIR/kubelet/made-dirs"; }
+done
 NODE_DIR=$NODE_DIR setsid unshare -m --propagation unchanged /bin/sh -c '
   set -e
   f=$NODE_DIR/kubelet/fake
@@ -67,6 +71,7 @@ NODE_DIR=$NODE_DIR setsid unshare -m --propagation unchanged /bin/sh -c '
   mount --bind "$f/panic" /proc/sys/kernel/panic
   mount --bind "$f/panic_on_oops" /proc/sys/kernel/panic_on_oops
   mount --bind "$NODE_DIR/kubelet/varlib" /var/lib/kubelet
+  mount --bind "$NODE_DIR/kubelet/containers-logs" /var/log/containers
   exec "$@"' kubelet "$nbin/kubelet" --config="$NODE_DIR/kubelet/config.yaml" \
   --kubeconfig="$NODE_DIR/api/kubeconfig" --root-dir="$NODE_DIR/kubelet/root" \
   --cert-dir="$NODE_DIR/kubelet/root/pki" --hostname-override="$NODE_NAME" --node-ip="$node_ip" --v=2 \
