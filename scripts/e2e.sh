@@ -107,7 +107,7 @@ failed_sandboxes=$(kc get events --field-selector involvedObject.name=web-2b,rea
 say "agent: DELETED(old) #$seq_rm at $ts_rm before ADDED(new) #$seq_add at $ts_add for $old_ip; lost rules: 0; failed sandbox creations of web-2b: $failed_sandboxes"
 
 echo
-say "== scenario B: with the pool full the node stays Ready (containerd polls CNI STATUS every 5 s)"
+say "== scenario B: with the pool full the node stays Ready (containerd calls CNI STATUS for kubelet's runtime status polls)"
 full=$(kc get nep -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length')
 [ "$full" = "$pods" ] || fail "expected $pods live leases (a full pool), found $full"
 status_before=$(grep -c 'command="STATUS"\|command=STATUS' "$NODE_DIR/logs/plugin.log" || true)
@@ -143,5 +143,28 @@ while :; do
   [ "$(date +%s)" -lt "$end" ] || fail "lease $c_lease of the force-deleted web-1 never released"
   sleep 0.1
 done
-say "the Pod object was gone at once; lease $c_lease released ~${held_ms} ms later, after its sandbox ($samples samples)"
+say "the Pod object was gone at once; lease $c_lease released within ${held_ms} ms, never while the sandbox was ready ($samples samples)"
 
+echo
+say "== scenario D: refused credentials make the node NetworkReady=false; it recovers once they work"
+token=$NODE_DIR/cni/conf/netendpoint.d/token
+cp "$token" "$token.good"
+net_ready() { crictl info | jq -r '.status.conditions[] | select(.type == "NetworkReady") | .status'; }
+node_ready() { kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }
+wait_for() { # timeout_s expected command...
+  local end=$(( $(date +%s) + $1 )) want=$2; shift 2
+  until [ "$("$@")" = "$want" ]; do [ "$(date +%s)" -lt "$end" ] || return 1; sleep 0.5; done
+}
+printf not-a-valid-token > "$token.tmp" && mv "$token.tmp" "$token"
+start=$(now_ms)
+wait_for 60 false net_ready || fail "NetworkReady stayed true with refused credentials"
+t_net=$(( $(now_ms) - start ))
+wait_for 60 False node_ready || fail "node stayed Ready with refused credentials"
+t_node=$(( $(now_ms) - start ))
+reason=$(crictl info | jq -r '.status.conditions[] | select(.type == "NetworkReady") | .reason')
+say "credentials refused: NetworkReady=false ($reason) after ${t_net} ms, Node Ready=False after ${t_node} ms"
+mv "$token.good" "$token"
+start=$(now_ms)
+wait_for 60 true net_ready || fail "NetworkReady did not recover"
+wait_for 60 True node_ready || fail "node did not become Ready again"
+say "credentials restored: node Ready again after $(( $(now_ms) - start )) ms"
