@@ -48,7 +48,10 @@ if [ ! -x "$bin/crictl" ]; then
 fi
 
 if [ ! -x "$bin/kubelet" ]; then
-  k8s_version=$(awk '$1=="k8s.io/kubernetes"{print $2}' tests/node/kubelet/go.mod | head -n1)
+  k8s_version=$(awk '$1=="k8s.io/kubernetes"{print $2} $1=="require" && $2=="k8s.io/kubernetes"{print $3}' \
+    tests/node/kubelet/go.mod | head -n1)
+  # kubelet refuses to start with an empty version.
+  [ -n "$k8s_version" ] || { echo "no k8s.io/kubernetes version in tests/node/kubelet/go.mod" >&2; exit 1; }
   minor=$(echo "$k8s_version" | cut -d. -f2)
   echo "building kubelet $k8s_version (about 3 min cold, 1.5 min warm on 2 cores)"
   pkg=k8s.io/component-base/version
