@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint unit test demo demo-sticky bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd lint unit test e2e demo demo-sticky bench testenv-start testenv-stop clean
 
 all: build
 
@@ -41,6 +41,12 @@ unit:
 test: tools build
 	@scripts/test.sh
 
+# A real node (kubelet, containerd, runc; tests/node) drives netendpoint
+# through the scenarios of docs/testing.md, "A real node". Needs root; torn
+# down on exit, pass or fail.
+e2e: tools
+	@scripts/e2e.sh
+
 demo: tools build
 	@scripts/demo.sh
 
@@ -58,4 +64,4 @@ testenv-stop:
 
 clean:
 	cargo clean
-	rm -rf tests/bin $(TESTENV)
+	rm -rf tests/bin $(TESTENV) .node

@@ -34,7 +34,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tracing::{Instrument, error, info_span, warn};
+use tracing::{Instrument, debug, error, info_span, warn};
 
 use crate::commands::Attachment;
 use crate::config::{CLEANUP_RESERVE, IpamConfig};
@@ -98,6 +98,16 @@ fn dispatch_network(
     }
     let conf = IpamConfig::parse(&net.ipam, &net.name)?;
     init_logging(&conf.log);
+    // What the runtime passed, without values: the CNI_ARGS keys and whether a
+    // netns came (runtimes send DELs without one after the sandbox is gone).
+    let mut arg_keys: Vec<&str> = inv.args.keys().map(String::as_str).collect();
+    arg_keys.sort_unstable();
+    debug!(
+        command = inv.command.as_str(),
+        cni_args = %arg_keys.join(","),
+        netns = if inv.netns.is_empty() { "empty" } else { "set" },
+        "invocation"
+    );
     let node = node_name(&conf, env)?;
     let who = Attachment {
         key: AttachmentKey { container_id: inv.container_id.clone(), if_name: inv.if_name.clone() },

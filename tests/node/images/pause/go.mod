@@ -1,0 +1,3 @@
+module netendpoint.dev/tests/node/images/pause
+
+go 1.26
