@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, unit tests, then everything against the real
-# API server (started here, stopped on exit whatever happens).
+# API server (started here, stopped on exit whatever happens), then the
+# scenarios on a real node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 env_dir="${TESTENV:-$PWD/.testenv}"
@@ -31,4 +32,16 @@ set -e
 # One closing line for the whole workspace (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' \
   FS='[ ;]+' "$log"
-exit "$status"
+scripts/testenv.sh stop "$env_dir"
+
+# The real node (kubelet, containerd, runc): about 70 s once its binaries are
+# built, so it is part of the suite (docs/testing.md, "A real node"). It runs
+# its own API server and tears everything down, pass or fail.
+echo "== e2e on a real node (scripts/e2e.sh)"
+set +e
+scripts/e2e.sh
+e2e_status=$?
+set -e
+echo "e2e: $([ "$e2e_status" = 0 ] && echo passed || echo "FAILED (exit $e2e_status)")"
+[ "$status" = 0 ] || exit "$status"
+exit "$e2e_status"
