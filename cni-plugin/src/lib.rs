@@ -252,6 +252,7 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Clie
     if let Some(dir) = conf.kubeconfig.parent() {
         resolve_relative_paths(&mut kc, dir);
     }
+    read_token_files(&mut kc).map_err(bad)?;
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| bad(e.to_string()))?;
@@ -285,6 +286,29 @@ fn resolve_relative_paths(kc: &mut Kubeconfig, dir: &Path) {
         resolve(&mut auth.client_key);
         resolve(&mut auth.token_file);
     }
+}
+
+/// Reads every `tokenFile` the kubeconfig names into `token`, trimmed of
+/// surrounding whitespace as client-go does. kube-client sends the file's
+/// bytes as they are, so a token written with a trailing newline (`echo`,
+/// most editors) made every request fail as an invalid header, which was
+/// then taken for an unreachable server. The plugin lives for one
+/// invocation, so reading the file once loses no refresh.
+fn read_token_files(kc: &mut Kubeconfig) -> std::result::Result<(), String> {
+    for auth in kc.auth_infos.iter_mut().filter_map(|n| n.auth_info.as_mut()) {
+        if auth.token.is_some() {
+            continue;
+        }
+        if let Some(path) = auth.token_file.take() {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("tokenFile {path}: {e}"))?;
+            let token = text.trim();
+            if token.is_empty() {
+                return Err(format!("tokenFile {path} is empty"));
+            }
+            auth.token = Some(secrecy::SecretString::from(token.to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// Installs the global subscriber: to `log.file` if set (default level
@@ -344,5 +368,31 @@ users:
         assert_eq!(user.token_file.as_deref(), Some("/etc/cni/net.d/netendpoint.d/token"));
         assert_eq!(user.client_certificate.as_deref(), Some("/etc/cni/net.d/netendpoint.d/sub/cert.pem"));
         assert_eq!(user.client_key, None);
+    }
+
+    #[test]
+    fn token_files_are_read_trimmed_and_an_empty_one_is_an_error() {
+        use secrecy::ExposeSecret;
+        let dir = std::env::temp_dir().join(format!("netendpoint-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), "abc.def\n").unwrap();
+        std::fs::write(dir.join("empty"), "\n").unwrap();
+        let yaml = |file: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {{tokenFile: {}}}\n",
+                dir.join(file).display()
+            )
+        };
+        let mut kc = Kubeconfig::from_yaml(&yaml("token")).unwrap();
+        read_token_files(&mut kc).unwrap();
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.token.as_ref().unwrap().expose_secret(), "abc.def");
+        assert_eq!(user.token_file, None);
+
+        let mut kc = Kubeconfig::from_yaml(&yaml("empty")).unwrap();
+        assert!(read_token_files(&mut kc).unwrap_err().contains("is empty"));
+        let mut kc = Kubeconfig::from_yaml(&yaml("missing")).unwrap();
+        assert!(read_token_files(&mut kc).unwrap_err().contains("missing"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
