@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint unit test e2e demo demo-sticky bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd lint unit test e2e demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -46,6 +46,11 @@ test: tools build
 # down on exit, pass or fail.
 e2e: tools
 	@scripts/e2e.sh
+
+# The seed scenario on the real node, driven by kubectl, with the leases and
+# the agent's log of the reused IP printed (scenario A of `make e2e`).
+demo-node: tools
+	@E2E_SCENARIOS=A E2E_SHOW=1 scripts/e2e.sh
 
 demo: tools build
 	@scripts/demo.sh
