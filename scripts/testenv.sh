@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# start DIR | stop DIR: runs the real API server for tests and the demo.
-# start waits until /readyz answers and installs the NetworkEndpoint CRD.
+# start DIR | stop DIR | resume DIR: runs the real API server for tests and
+# the demo. start waits until /readyz answers and installs the NetworkEndpoint
+# CRD. resume starts a stopped server again with its etcd data, PKI and port,
+# so every kubeconfig and token issued before still works (an API server
+# restart, as the real-node scenarios need).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:?start|stop}
@@ -18,6 +21,12 @@ case "$cmd" in
     kubectl --kubeconfig "$dir/kubeconfig" wait --for condition=established --timeout=60s \
       crd/networkendpoints.netendpoint.dev >/dev/null
     ;;
+  resume)
+    server=$(sed -n 's/^ *server: *//p' "$dir/kubeconfig" | head -n1)
+    port=${server##*:}
+    [ -n "$port" ] || { echo "no server in $dir/kubeconfig" >&2; exit 1; }
+    TESTENV_FLAGS="--keep-data --port $port ${TESTENV_FLAGS:-}" exec "$0" start "$dir"
+    ;;
   stop)
     pid=$(cat "$dir/pid" 2>/dev/null || true)
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -26,5 +35,5 @@ case "$cmd" in
       kill -KILL "$pid" 2>/dev/null || true
     fi
     ;;
-  *) echo "usage: $0 start|stop [DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|resume [DIR]" >&2; exit 2 ;;
 esac

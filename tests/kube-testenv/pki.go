@@ -25,20 +25,43 @@ type pkiFiles struct {
 	tokens                  string
 }
 
-// writePKI creates a throw-away CA, a serving certificate for loopback, the
-// ServiceAccount signing key pair and the static admin token file.
-func writePKI(dir string) (*pkiFiles, error) {
+// pkiPaths names the files of the PKI under dir.
+func pkiPaths(dir string) *pkiFiles {
 	pkiDir := filepath.Join(dir, "pki")
-	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
-		return nil, err
-	}
-	p := &pkiFiles{
+	return &pkiFiles{
 		caCert:      filepath.Join(pkiDir, "ca.crt"),
 		servingCert: filepath.Join(pkiDir, "apiserver.crt"),
 		servingKey:  filepath.Join(pkiDir, "apiserver.key"),
 		saKey:       filepath.Join(pkiDir, "sa.key"),
 		saPub:       filepath.Join(pkiDir, "sa.pub"),
 		tokens:      filepath.Join(pkiDir, "tokens.csv"),
+	}
+}
+
+// loadPKI reuses the PKI an earlier run wrote, so that a restarted server
+// keeps its CA and ServiceAccount signing key: the kubeconfigs and tokens
+// issued before the restart stay valid.
+func loadPKI(dir string) (*pkiFiles, error) {
+	p := pkiPaths(dir)
+	for _, f := range []string{p.servingCert, p.servingKey, p.saKey, p.saPub, p.tokens} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, err
+		}
+	}
+	ca, err := os.ReadFile(p.caCert)
+	if err != nil {
+		return nil, err
+	}
+	p.caPEM = ca
+	return p, nil
+}
+
+// writePKI creates a throw-away CA, a serving certificate for loopback, the
+// ServiceAccount signing key pair and the static admin token file.
+func writePKI(dir string) (*pkiFiles, error) {
+	p := pkiPaths(dir)
+	if err := os.MkdirAll(filepath.Dir(p.caCert), 0o700); err != nil {
+		return nil, err
 	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -29,6 +29,7 @@ func saKubeconfig(args []string) error {
 	out := fs.String("out", "", "kubeconfig to write")
 	tokenOut := fs.String("token-out", "", "also write the bare token to this file")
 	ttl := fs.Duration("ttl", time.Hour, "token lifetime")
+	boundNode := fs.String("bound-node", "", "bind the token to this Node object, as a Pod-bound token of a Pod on that node would be (the API server then adds the node's name to the token's user info)")
 	_ = fs.Parse(args)
 	if *dir == "" || *name == "" || (*out == "" && *tokenOut == "") {
 		return errors.New("--dir, --name and --out or --token-out are required")
@@ -52,9 +53,15 @@ func saKubeconfig(args []string) error {
 		return fmt.Errorf("serviceaccount %s/%s: %w", *ns, *name, err)
 	}
 	secs := int64(ttl.Seconds())
-	tr, err := cs.CoreV1().ServiceAccounts(*ns).CreateToken(ctx, *name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs},
-	}, metav1.CreateOptions{})
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}
+	if *boundNode != "" {
+		node, err := cs.CoreV1().Nodes().Get(ctx, *boundNode, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s to bind the token to: %w", *boundNode, err)
+		}
+		spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(*ns).CreateToken(ctx, *name, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("token for %s/%s: %w", *ns, *name, err)
 	}

@@ -27,7 +27,7 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	dir := fs.String("dir", "", "state directory (certs, etcd data, kubeconfig)")
 	port := fs.Int("port", 0, "API server port on 127.0.0.1 (0 picks a free one)")
-	keep := fs.Bool("keep-data", false, "keep etcd data from a previous run")
+	keep := fs.Bool("keep-data", false, "keep etcd data and the PKI from a previous run (a restart)")
 	audit := fs.Bool("audit", false, "write an audit log of every request to DIR/audit.log")
 	_ = fs.Parse(args)
 	if *dir == "" {
@@ -57,7 +57,13 @@ func serve(args []string) error {
 			return err
 		}
 	}
-	pki, err := writePKI(*dir)
+	var pki *pkiFiles
+	if *keep {
+		pki, err = loadPKI(*dir)
+	}
+	if pki == nil {
+		pki, err = writePKI(*dir)
+	}
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
