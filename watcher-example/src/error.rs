@@ -12,11 +12,11 @@ pub enum Error {
     #[error("cannot infer a Kubernetes client configuration")]
     InferConfig(#[source] kube::config::InferConfigError),
     /// A Kubernetes API call failed.
-    #[error("kubernetes API call failed")]
+    #[error("kubernetes API call failed: {0}")]
     Kube(#[source] kube::Error),
     /// Patching our finalizer off (or lazily onto) an endpoint failed, other
     /// than because the endpoint is gone or was replaced.
-    #[error("cannot patch our finalizer on endpoint {endpoint}")]
+    #[error("cannot patch our finalizer on endpoint {endpoint}: {source}")]
     Finalizer {
         /// The endpoint's name.
         endpoint: String,
