@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the real node's binaries into tests/bin/node (gitignored): containerd,
 # ctr and containerd-shim-runc-v2, runc (cgo, seccomp: Debian's
-# libseccomp-dev from apt when missing), crictl, kubelet (from the module in
-# tests/node/kubelet, whose replace block matches tests/kube-testenv), and the
-# pause image's binary. A binary that is present is not rebuilt; delete it to
-# rebuild. Builds run under `nice -n 19`.
+# libseccomp-dev from apt when missing), crictl, kubelet,
+# kube-controller-manager and kube-scheduler (from the module in
+# tests/node/kube, whose replace block matches tests/kube-testenv), and the
+# pause image's binary. A binary that is present is not rebuilt (the three
+# Kubernetes ones are when tests/node/kube/go.mod or go.sum change); delete
+# it to rebuild. Builds run under `nice -n 19`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/tests/bin/node
@@ -47,18 +49,23 @@ if [ ! -x "$bin/crictl" ]; then
     "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version"
 fi
 
-if [ ! -x "$bin/kubelet" ]; then
-  k8s_version=$(awk '$1=="k8s.io/kubernetes"{print $2} $1=="require" && $2=="k8s.io/kubernetes"{print $3}' \
-    tests/node/kubelet/go.mod | head -n1)
-  # kubelet refuses to start with an empty version.
-  [ -n "$k8s_version" ] || { echo "no k8s.io/kubernetes version in tests/node/kubelet/go.mod" >&2; exit 1; }
-  minor=$(echo "$k8s_version" | cut -d. -f2)
-  echo "building kubelet $k8s_version (about 3 min cold, 1.5 min warm on 2 cores)"
-  pkg=k8s.io/component-base/version
-  (cd tests/node/kubelet && timed "${go[@]}" build -trimpath -o "$bin/kubelet" \
+k8s_version=$(awk '$1=="k8s.io/kubernetes"{print $2} $1=="require" && $2=="k8s.io/kubernetes"{print $3}' \
+  tests/node/kube/go.mod | head -n1)
+# The binaries refuse to start with an empty version.
+[ -n "$k8s_version" ] || { echo "no k8s.io/kubernetes version in tests/node/kube/go.mod" >&2; exit 1; }
+minor=$(echo "$k8s_version" | cut -d. -f2)
+pkg=k8s.io/component-base/version
+# These three are rebuilt when the module changes (a new Kubernetes release).
+stamp=$(cat tests/node/kube/go.mod tests/node/kube/go.sum | sha256sum | cut -c1-16)
+[ "$(cat "$bin/.kube.stamp" 2>/dev/null)" = "$stamp" ] || rm -f "$bin/kubelet" "$bin/kube-controller-manager" "$bin/kube-scheduler"
+for cmd in kubelet kube-controller-manager kube-scheduler; do
+  [ ! -x "$bin/$cmd" ] || continue
+  echo "building $cmd $k8s_version (kubelet: about 3 min cold, 1.5 min warm on 2 cores)"
+  (cd tests/node/kube && timed "${go[@]}" build -trimpath -o "$bin/$cmd" \
     -ldflags "-s -w -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
-    k8s.io/kubernetes/cmd/kubelet)
-fi
+    "k8s.io/kubernetes/cmd/$cmd")
+done
+echo "$stamp" > "$bin/.kube.stamp"
 
 if [ ! -x "$bin/pause" ]; then
   echo "building pause"

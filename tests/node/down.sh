@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops the real node started by up.sh and undoes what it did to the host, also
 # after a failure half-way: pod sandboxes (CNI DEL while the API server still
-# runs), kubelet, containerd and its shims, runc containers, mounts under
+# runs), kube-controller-manager, kube-scheduler, kubelet, the agent and
+# the controller, containerd and its shims, runc containers, mounts under
 # $NODE_DIR, the bridge, the empty /var/lib/kubelet mount point it made, and
 # the API server. Idempotent; never fails.
 set -uo pipefail
@@ -19,6 +20,9 @@ stop_pid() { # file
   rm -f "$1"
 }
 
+# No more Pods made or scheduled while the node goes down.
+stop_pid "$NODE_DIR/pids/kube-controller-manager"
+stop_pid "$NODE_DIR/pids/kube-scheduler"
 stop_pid "$NODE_DIR/pids/kubelet"
 if [ -S "$sock" ]; then
   # Sandboxes go through CNI DEL while the API server is still up.
@@ -26,6 +30,7 @@ if [ -S "$sock" ]; then
   crictl rmp -af >/dev/null 2>&1
 fi
 stop_pid "$NODE_DIR/pids/agent"
+stop_pid "$NODE_DIR/pids/controller"
 stop_pid "$NODE_DIR/pids/containerd"
 # Shims and containers outlive containerd: stop those that belong to this node.
 for p in /proc/[0-9]*; do
