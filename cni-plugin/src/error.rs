@@ -92,6 +92,17 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The kubeconfig's credentials cannot be sent (code 104), e.g. a token
+    /// that is no valid HTTP header value. No request reached the server, so
+    /// this is not "unreachable": STATUS fails at once.
+    #[error("the kubeconfig's credentials cannot be used to {op}: {source}")]
+    Credentials {
+        /// The operation that failed.
+        op: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
     /// Any other API error (code 105).
     #[error("API server error while trying to {op}: {source}")]
     Api {
@@ -263,7 +274,7 @@ impl Error {
             Self::ApiUnreachable { .. } => 101,
             Self::ApiDenied { .. } => 102,
             Self::CrdMissing => 103,
-            Self::Kubeconfig { .. } => 104,
+            Self::Kubeconfig { .. } | Self::Credentials { .. } => 104,
             Self::Api { .. } => 105,
             Self::CheckFailed(_) => 106,
             Self::Many(errs) => errs.first().map_or(105, Error::code),
@@ -317,8 +328,30 @@ impl Error {
                 // 404 on a collection (no object name) means the resource type itself is unknown.
                 Self::CrdMissing
             }
+            kube::Error::Auth(_) => Self::Credentials { op, source },
+            kube::Error::Service(e) if e.is::<kube::client::AuthError>() => Self::Credentials { op, source },
             kube::Error::HyperError(_) | kube::Error::Service(_) => Self::ApiUnreachable { op, source },
             _ => Self::Api { op, source },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_that_cannot_be_sent_are_code_104_not_unreachable() {
+        let bad_header = http::HeaderValue::from_str("Bearer a\nb").unwrap_err();
+        let auth = kube::Error::Service(Box::new(kube::client::AuthError::InvalidBearerToken(bad_header)));
+        let e = Error::from_kube("list leases", auth);
+        assert!(matches!(e, Error::Credentials { .. }), "{e:?}");
+        assert_eq!(e.code(), 104);
+        assert!(e.to_string().contains("credentials cannot be used to list leases"), "{e}");
+
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::from_kube("list leases", kube::Error::Service(Box::new(refused)));
+        assert!(matches!(e, Error::ApiUnreachable { .. }), "{e:?}");
+        assert_eq!(e.code(), 101);
     }
 }
