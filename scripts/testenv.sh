@@ -12,6 +12,8 @@ case "$cmd" in
   start)
     "$0" stop "$dir" >/dev/null 2>&1 || true
     mkdir -p "$dir"
+    # A server that was killed leaves its ready file behind: never wait on that one.
+    rm -f "$dir/ready"
     setsid tests/bin/kube-testenv serve --dir "$dir" ${TESTENV_FLAGS:-} >"$dir/apiserver.log" 2>&1 < /dev/null &
     if ! tests/bin/kube-testenv wait --dir "$dir" --timeout 3m; then
       tail -n 30 "$dir/apiserver.log" >&2
