@@ -67,7 +67,7 @@ for cmd in kubelet kube-controller-manager kube-scheduler; do
 done
 echo "$stamp" > "$bin/.kube.stamp"
 
-if [ ! -x "$bin/pause" ]; then
+if [ ! -x "$bin/pause" ] || [ tests/node/images/pause/main.go -nt "$bin/pause" ]; then
   echo "building pause"
   (cd tests/node/images/pause && CGO_ENABLED=0 "${go[@]}" build -trimpath -ldflags "-s -w" -o "$bin/pause" .)
 fi
