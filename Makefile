@@ -58,8 +58,12 @@ demo: tools build
 demo-sticky: tools build
 	@scripts/demo-sticky.sh
 
+# The benchmark harness against the real API server (BENCHMARKS.md), then N
+# pods to Running on the real node, netendpoint against host-local
+# (BENCHMARKS-node.md; needs root). Figures only.
 bench: tools
 	@scripts/bench.sh
+	@scripts/bench-node.sh
 
 testenv-start: tools
 	scripts/testenv.sh start $(TESTENV)
