@@ -176,7 +176,9 @@ read -r repl _ new_ip < <(replacement)
 read -r _ new_uid _ < <(lease_of "$new_ip")
 say "the ReplicaSet's replacement $repl Running with $new_ip after ${t_repl} ms ($victim had $old_ip)"
 [ "$new_ip" = "$old_ip" ] || fail "the pool is full, so the replacement must reuse $old_ip; got $new_ip"
-read -r seq_rm seq_add < <(agent_order "$old_uid" "$new_uid" A)
+# Not in a process substitution: its fail must end the script.
+order=$(agent_order "$old_uid" "$new_uid" A)
+read -r seq_rm seq_add <<<"$order"
 [ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
 failed=$(sandbox_failures "$repl")
 say "agent: DELETED(old) #$seq_rm before ADDED(new) #$seq_add for $old_ip; lost rules: 0; failed sandbox creations of $repl: $failed"
@@ -295,7 +297,8 @@ t_sts=$(( $(now_ms) - start ))
 s_new_ip=$(pod_ip web-0)
 [ "$s_new_ip" = "$s_ip" ] || fail "web-0 had $s_ip and came back with $s_new_ip (sticky IPs are on, a free IP was there)"
 read -r _ s_new_uid _ < <(lease_of "$s_ip")
-read -r seq_rm seq_add < <(agent_order "$s_old_uid" "$s_new_uid" S)
+order=$(agent_order "$s_old_uid" "$s_new_uid" S)
+read -r seq_rm seq_add <<<"$order"
 [ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
 free=$(( pods - $(lease_count) ))
 say "web-0 recreated and Running with its IP $s_ip after ${t_sts} ms ($free IP(s) of the pool were free); agent: DELETED(old) #$seq_rm before ADDED(new) #$seq_add"
