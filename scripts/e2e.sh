@@ -101,6 +101,17 @@ spec:
   - {name: main, image: localhost/netendpoint-e2e/pause:1, imagePullPolicy: Never, args: [${3:-}]}
 YAML
 }
+# A bare pod made and Running, with its lease: prints "ip lease uid". Call it
+# in a command substitution, so that its fail ends the script.
+leased_bare_pod() { # name [grace_s [arg]]
+  local ip lease uid
+  bare_pod "$@"
+  wait_until 120 running "$1" || fail "$1 not Running"
+  ip=$(pod_ip "$1")
+  read -r lease uid _ < <(lease_of "$ip")
+  [ -n "$uid" ] || fail "no lease for $1's IP $ip"
+  echo "$ip $lease $uid"
+}
 # "name uid ip" of each Running, not terminating pod with label app=$1.
 running_pods() {
   kc get pods -l "app=$1" -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null
@@ -249,10 +260,8 @@ echo
 say "== scenario C: kubectl delete pod --force: the lease stays until the sandbox is really gone"
 # The container ignores SIGTERM, so the sandbox outlives the Pod object until
 # kubelet's SIGKILL at the end of the grace period.
-bare_pod hold-1 10 --ignore-term
-wait_until 120 running hold-1 || fail "hold-1 not Running"
-c_ip=$(pod_ip hold-1)
-read -r c_lease c_uid _ < <(lease_of "$c_ip")
+p=$(leased_bare_pod hold-1 10 --ignore-term)
+read -r c_ip c_lease c_uid <<<"$p"
 kc delete pod hold-1 --force --grace-period=0 >/dev/null 2>&1
 t_gone=$(now_ms)
 kc get pod hold-1 >/dev/null 2>&1 && fail "hold-1 still exists after a forced delete"
@@ -315,11 +324,8 @@ fi
 if want L; then
 echo
 say "== scenario L: a leaked lease (its Pod deleted while the node's CNI config had no netendpoint) is collected by the controller"
-bare_pod leak-1
-wait_until 120 running leak-1 || fail "leak-1 not Running"
-l_ip=$(pod_ip leak-1)
-read -r l_lease l_uid _ < <(lease_of "$l_ip")
-[ -n "$l_uid" ] || fail "no lease for leak-1's IP $l_ip"
+p=$(leased_bare_pod leak-1)
+read -r l_ip l_lease l_uid <<<"$p"
 # An operator's config change that drops netendpoint from the chain: containerd
 # tears pods down with the config it has now, so netendpoint gets no DEL.
 mkdir -p "$NODE_DIR/cni/host-local"
@@ -351,10 +357,8 @@ fi
 if want G; then
 echo
 say "== scenario G: the API server stopped for longer than STATUS's 60 s window makes the node NetworkReady=false; it recovers on restart"
-bare_pod keep-1
-wait_until 120 running keep-1 || fail "keep-1 not Running"
-g_ip=$(pod_ip keep-1)
-read -r g_lease g_uid _ < <(lease_of "$g_ip")
+p=$(leased_bare_pod keep-1)
+read -r g_ip g_lease g_uid <<<"$p"
 start=$(now_ms)
 scripts/testenv.sh stop "$NODE_DIR/api"
 t_stop=$(( $(now_ms) - start ))
