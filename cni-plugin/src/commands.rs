@@ -675,7 +675,7 @@ impl<'a> Releases<'a> {
                 continue;
             }
             let bound = e.force_release_after.unwrap_or(default_bound);
-            let age = now.and_then(|n| crate::store::elapsed_at_least(n, since)).unwrap_or(Duration::ZERO);
+            let age = now.map_or(Duration::ZERO, |n| netendpoint_lease::clock::age_of(n, since));
             if now.is_some() && age >= bound {
                 stuck.push((e, age));
             } else {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use netendpoint_crd::duration;
-use netendpoint_crd::pools::Capacity;
+use netendpoint_lease::pools::Capacity;
 
 use crate::allocator::{Range, RangeSet};
 use crate::error::{Error, Result};
@@ -422,7 +422,7 @@ pub fn pool_capacities(conf: &Value) -> Vec<Result<(String, Capacity)>> {
                     None => {}
                 }
             }
-            Ok((netendpoint_crd::label_value(&c.pool), cap))
+            Ok((c.pool.clone(), cap))
         })
         .collect()
 }

@@ -259,12 +259,7 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Clie
     cfg.connect_timeout = Some(Duration::from_secs(5));
     cfg.read_timeout = Some(conf.timeout);
     cfg.write_timeout = Some(Duration::from_secs(30));
-    let layer = tower::util::MapResponseLayer::new(move |resp: http::Response<Box<kube::client::DynBody>>| {
-        if let Some(date) = resp.headers().get(http::header::DATE).and_then(|d| d.to_str().ok()) {
-            clock.observe(date);
-        }
-        resp
-    });
+    let layer = netendpoint_lease::clock::date_layer(clock);
     Ok(kube::client::ClientBuilder::try_from(cfg).map_err(|e| bad(e.to_string()))?.with_layer(&layer).build())
 }
 

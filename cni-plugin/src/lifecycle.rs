@@ -15,7 +15,7 @@ use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::local::{LocalState, StatusState};
 use crate::protocol::AttachmentKey;
-use crate::store::{Store, elapsed_at_least};
+use crate::store::Store;
 
 /// How long a successful STATUS is reused without asking the API server
 /// again. containerd asks every 5 s on every node.
@@ -138,7 +138,7 @@ pub async fn gc<S: Store>(
         }
         let Some(uid) = ep.metadata.uid.clone() else { continue };
         let old_enough = match (now, &ep.metadata.creation_timestamp) {
-            (Some(now), Some(created)) => elapsed_at_least(now, created).unwrap_or(Duration::ZERO) >= conf.gc_grace,
+            (Some(now), Some(created)) => netendpoint_lease::clock::age_of(now, created) >= conf.gc_grace,
             _ => false,
         };
         let Some(first) = before.get(&uid).copied() else {

@@ -282,7 +282,7 @@ pub async fn take_back<S: Store>(
 fn stuck_in<S: Store>(store: &S, conf: &IpamConfig, ep: &NetworkEndpoint) -> Option<Duration> {
     let since = ep.metadata.deletion_timestamp.as_ref()?;
     let bound = ep.spec.force_release_after.as_deref().and_then(duration::parse).unwrap_or(conf.force_release_after);
-    let age = store.server_now().and_then(|now| crate::store::elapsed_at_least(now, since)).unwrap_or_default();
+    let age = store.server_now().map_or(Duration::ZERO, |now| netendpoint_lease::clock::age_of(now, since));
     Some(bound.saturating_sub(age))
 }
 

@@ -10,16 +10,15 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
 use kube::api::{Patch, PatchParams};
@@ -27,7 +26,7 @@ use netendpoint_crd::{
     ANNOTATION_FORCE_RELEASE_AFTER, ANNOTATION_HANDOVER_TO, FIELD_CONTAINER_ID, FIELD_NODE, FINALIZER_STICKY_HOLD,
     GROUP, LABEL_BLOCK, LABEL_NODE, LABEL_POOL, LABEL_STICKY_IDENTITY, NetworkEndpoint,
 };
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::error::{Error, Result};
 
@@ -96,49 +95,7 @@ pub enum Release {
     Restart,
 }
 
-/// The API server's clock, as read from the `Date` header of its responses.
-///
-/// [`ServerClock::now`] is a lower bound of the server's time: the last
-/// `Date` seen (whole seconds, rounded down) plus the time elapsed since, on
-/// this node's monotonic clock. A node whose wall clock is wrong therefore
-/// never makes a lease look older than it is.
-#[derive(Debug, Clone, Default)]
-pub struct ServerClock(Arc<Mutex<Option<(Timestamp, Instant)>>>);
-
-impl ServerClock {
-    /// Records a response's `Date` header (RFC 9110 IMF-fixdate).
-    pub fn observe(&self, date: &str) {
-        let Ok(ts) = k8s_openapi::jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(date) else {
-            return debug!(date, "unparsable Date header");
-        };
-        if let Ok(mut slot) = self.0.lock() {
-            *slot = Some((ts, Instant::now()));
-        }
-    }
-
-    /// Sets the clock to `ts` now (tests).
-    pub fn set(&self, ts: Timestamp) {
-        if let Ok(mut slot) = self.0.lock() {
-            *slot = Some((ts, Instant::now()));
-        }
-    }
-
-    /// A lower bound of the server's time now; `None` before any response.
-    pub fn now(&self) -> Option<Timestamp> {
-        let (ts, at) = (*self.0.lock().ok()?)?;
-        SignedDuration::try_from(at.elapsed()).ok().and_then(|d| ts.checked_add(d).ok())
-    }
-}
-
-/// How long ago `since` (a whole-second API timestamp, rounded down) was, at
-/// least, when the server's time is at least `now`. `None` if `since` is in
-/// the future. Always an under-estimate, so a bound compared against it is
-/// never reached early.
-pub fn elapsed_at_least(now: Timestamp, since: &Time) -> Option<Duration> {
-    // `since` is the true instant rounded down, so the instant is before since + 1 s.
-    let d = now.duration_since(since.0).checked_sub(SignedDuration::from_secs(1))?;
-    Duration::try_from(d).ok()
-}
+pub use netendpoint_lease::ServerClock;
 
 /// The lease operations the commands need. Implemented for Kubernetes by
 /// [`KubeStore`], and in memory (`memstore.rs`) for the unit tests only.
@@ -397,7 +354,7 @@ impl Store for KubeStore {
     }
 
     async fn force_release(&self, entry: &PoolEntry) -> Result<bool> {
-        let patch = force_release_patch(entry);
+        let patch = netendpoint_lease::patch::force_release(&entry.uid, &entry.resource_version);
         match self.api.patch(&entry.name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
             Ok(_) => Ok(true),
             // Gone, changed, or the test failed (422): someone else acted first.
@@ -605,41 +562,10 @@ pub fn need_event(pool: &str, regarding: ObjectReference, wait: Duration, now: T
 /// `reportingInstance` too: the plugin has no long-lived instance).
 pub const REPORTING_CONTROLLER: &str = "netendpoint-cni";
 
-/// The events.k8s.io/v1 Event the plugin records about `regarding` at `now`.
-///
-/// `action` is the reason, the note is cut to 1000 characters, and the Event
-/// lives in the namespace of `regarding` (`default` for a cluster-scoped
-/// object such as a NetworkEndpoint). These are the fields kube-runtime's
-/// `Recorder` writes for a first occurrence; the plugin runs once per command,
-/// so it never has a series to extend.
+/// The Event the plugin records about `regarding` at `now`.
 pub fn event_object(regarding: ObjectReference, reason: &str, note: String, warning: bool, now: Timestamp) -> Event {
-    let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_string());
-    let name = format!("{}.{:x}", regarding.name.as_deref().unwrap_or(REPORTING_CONTROLLER), now.as_nanosecond());
-    Event {
-        metadata: ObjectMeta { name: Some(name), namespace: Some(namespace), ..ObjectMeta::default() },
-        action: Some(reason.to_string()),
-        reason: Some(reason.to_string()),
-        note: Some(note.chars().take(1000).collect()),
-        type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
-        event_time: Some(MicroTime(now)),
-        regarding: Some(regarding),
-        reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
-        reporting_instance: Some(REPORTING_CONTROLLER.to_string()),
-        ..Event::default()
-    }
-}
-
-/// `test resourceVersion`, `test uid`, `remove finalizers`: drops every
-/// finalizer of exactly the object `entry` listed, or changes nothing.
-pub fn force_release_patch(entry: &PoolEntry) -> json_patch::Patch {
-    let test = |field: &str, value: &str| {
-        PatchOperation::Test(TestOperation { path: PointerBuf::from_tokens(["metadata", field]), value: value.into() })
-    };
-    json_patch::Patch(vec![
-        test("resourceVersion", &entry.resource_version),
-        test("uid", &entry.uid),
-        PatchOperation::Remove(RemoveOperation { path: PointerBuf::from_tokens(["metadata", "finalizers"]) }),
-    ])
+    let me = netendpoint_lease::events::Reporter::component(REPORTING_CONTROLLER);
+    netendpoint_lease::events::event_object(&me, regarding, reason, note, warning, now)
 }
 
 impl KubeStore {
@@ -687,72 +613,5 @@ impl KubeStore {
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
             Err(e) => Err(Error::from_kube(format!("delete NetworkEndpoint {name}"), e)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn server_clock_reads_the_date_header() {
-        let clock = ServerClock::default();
-        assert_eq!(clock.now(), None);
-        clock.observe("Wed, 02 Dec 2026 21:52:40 GMT");
-        let now = clock.now().unwrap();
-        assert_eq!(now.as_second(), "2026-12-02T21:52:40Z".parse::<Timestamp>().unwrap().as_second());
-        clock.observe("not a date");
-        assert_eq!(clock.now().unwrap().as_second(), now.as_second());
-    }
-
-    #[test]
-    fn the_forced_release_patch_tests_version_and_uid_before_removing() {
-        let entry = PoolEntry {
-            name: "p.10.0.0.2".into(),
-            uid: "u1".into(),
-            resource_version: "42".into(),
-            node: "n".into(),
-            ip: "10.0.0.2".parse().unwrap(),
-            releasing_since: None,
-            finalizers: vec!["a.example/x".into()],
-            force_release_after: None,
-        };
-        assert_eq!(
-            serde_json::to_value(force_release_patch(&entry)).unwrap(),
-            serde_json::json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
-                {"op": "test", "path": "/metadata/uid", "value": "u1"},
-                {"op": "remove", "path": "/metadata/finalizers"},
-            ])
-        );
-    }
-
-    #[test]
-    fn events_carry_what_the_recorder_wrote() {
-        let now = "2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap();
-        let endpoint = ObjectReference { name: Some("p.10.0.0.2".into()), ..ObjectReference::default() };
-        let ev = event_object(endpoint.clone(), "ForcedRelease", "x".repeat(2000), true, now);
-        assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
-        assert_eq!(ev.metadata.name, Some(format!("p.10.0.0.2.{:x}", now.as_nanosecond())));
-        assert_eq!((ev.reason.as_deref(), ev.action.as_deref()), (Some("ForcedRelease"), Some("ForcedRelease")));
-        assert_eq!(ev.type_.as_deref(), Some("Warning"));
-        assert_eq!(ev.note.map(|n| n.len()), Some(1000));
-        assert_eq!(ev.regarding, Some(endpoint));
-        assert_eq!(ev.reporting_controller.as_deref(), Some("netendpoint-cni"));
-        assert_eq!(ev.reporting_instance.as_deref(), Some("netendpoint-cni"));
-        let pod =
-            ObjectReference { namespace: Some("ns".into()), name: Some("p".into()), ..ObjectReference::default() };
-        let ev = event_object(pod, "PoolExhausted", String::new(), false, now);
-        assert_eq!((ev.metadata.namespace.as_deref(), ev.type_.as_deref()), (Some("ns"), Some("Normal")));
-    }
-
-    #[test]
-    fn elapsed_is_a_lower_bound() {
-        let t = |s: &str| s.parse::<Timestamp>().unwrap();
-        let since = Time(t("2026-01-01T00:00:00Z"));
-        // 10.9 s after a timestamp rounded down from up to 0.999 s later: at least 9.9 s.
-        assert_eq!(elapsed_at_least(t("2026-01-01T00:00:10.9Z"), &since), Some(Duration::from_millis(9900)));
-        assert_eq!(elapsed_at_least(t("2026-01-01T00:00:00.5Z"), &since), None);
     }
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-pub use netendpoint_crd::pools::{Capacity, Lease, Sticky, age_at_least};
+pub use netendpoint_lease::age_at_least;
+pub use netendpoint_lease::pools::Capacity;
+pub use netendpoint_lease::view::{Lease, Sticky};
 
 /// The ordinal of StatefulSet `owner`'s Pod `pod` (`<owner>-<ordinal>`).
 pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
@@ -211,7 +213,7 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
             .leases
             .iter()
             .filter(|l| l.releasing_since.is_none())
-            .filter_map(|l| l.pod_uid.as_deref())
+            .filter_map(|l| l.pod_uid())
             .filter(|uid| !uid.is_empty() && !world.pod_uids.contains(*uid))
             .collect();
         memory.pod_absent_since.retain(|u, _| absent_pods.contains(u.as_str()));
@@ -233,7 +235,7 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
             }
         }
         for l in world.leases.iter().filter(|l| l.releasing_since.is_none()) {
-            if l.pod_uid.as_deref().is_some_and(|u| gone_pods.contains(u)) && memory.acted.insert(l.uid.clone()) {
+            if l.pod_uid().is_some_and(|u| gone_pods.contains(u)) && memory.acted.insert(l.uid.clone()) {
                 actions.push(Action::DeleteLeak { lease: l.clone() });
             }
         }
@@ -386,7 +388,11 @@ mod tests {
                 pool: "p".into(),
                 ip: ip.parse().ok(),
                 node: "n1".into(),
-                pod_uid: Some(format!("pod-{ip}")),
+                pod: Some(netendpoint_crd::PodRef {
+                    namespace: "ns".into(),
+                    name: "web-0".into(),
+                    uid: format!("pod-{ip}"),
+                }),
                 releasing_since: None,
                 finalizers: vec![],
                 force_release_after: None,
@@ -427,7 +433,7 @@ mod tests {
     }
 
     fn world(leases: Vec<Lease>) -> World {
-        let pod_uids = leases.iter().filter_map(|l| l.pod_uid.clone()).collect();
+        let pod_uids = leases.iter().filter_map(|l| l.pod_uid().map(str::to_string)).collect();
         World { leases, nodes: ["n1".to_string()].into(), pod_uids, ..World::default() }
     }
 
@@ -488,7 +494,7 @@ mod tests {
     fn pod_gone_cleanup_respects_its_grace_its_off_switch_and_living_pods() {
         let mut w = world(vec![Lease::test("10.0.0.1"), Lease::test("10.0.0.2"), Lease::test("10.0.0.3")]);
         w.pod_uids.remove("pod-10.0.0.1");
-        w.leases[2].pod_uid = None; // no Pod named: never a leak
+        w.leases[2].pod = None; // no Pod named: never a leak
         let mut m = Memory::default();
         let s = settings();
         assert!(decide(&w, &s, &mut m, t(0)).actions.is_empty());

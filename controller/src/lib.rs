@@ -21,30 +21,29 @@ pub mod metrics;
 pub mod pool_status;
 
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, ObjectReference, Pod};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::core::PartialObjectMeta;
+use kube::runtime::events::{Event as Recorded, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use netendpoint_cni::store::{PoolEntry, ServerClock, event_object, force_release_patch};
 use netendpoint_crd::{
-    ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, FINALIZER_STICKY_HOLD, GROUP, NetworkEndpoint,
-    REASON_FORCED_RELEASE, REASON_IP_NEEDED, REASON_STICKY_HOLD_ENDED, duration, label_value,
+    ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, FINALIZER_STICKY_HOLD, NetworkEndpoint, REASON_FORCED_RELEASE,
+    REASON_IP_NEEDED, REASON_STICKY_HOLD_ENDED, duration,
 };
+use netendpoint_lease::ServerClock;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use crate::decide::{Action, Capacity, Decision, Lease, Memory, Need, Settings, Sticky, World};
+use crate::decide::{Action, Capacity, Decision, Lease, Memory, Need, Settings, World};
 pub use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
@@ -148,18 +147,13 @@ async fn client(opts: &Options, clock: ServerClock) -> Result<Client> {
         }
         None => kube::Config::infer().await.map_err(Error::Kubeconfig)?,
     };
-    let layer = tower::util::MapResponseLayer::new(move |resp: ::http::Response<Box<kube::client::DynBody>>| {
-        if let Some(date) = resp.headers().get(::http::header::DATE).and_then(|d| d.to_str().ok()) {
-            clock.observe(date);
-        }
-        resp
-    });
+    let layer = netendpoint_lease::clock::date_layer(clock);
     Ok(kube::client::ClientBuilder::try_from(cfg).map_err(Error::Client)?.with_layer(&layer).build())
 }
 
 /// What every replica watches.
 struct Stores {
-    leases: Store<PartialObjectMeta<NetworkEndpoint>>,
+    leases: Store<NetworkEndpoint>,
     nodes: Store<PartialObjectMeta<Node>>,
     pods: Option<Store<PartialObjectMeta<Pod>>>,
     needs: Store<PartialObjectMeta<CoreEvent>>,
@@ -189,12 +183,13 @@ fn start_watches(client: &Client, opts: &Options, settings: &Settings, notify: &
     let cfg = watcher::Config::default;
     let (leases, w) = reflector::store();
     let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
-    spawn_reflector(
-        w,
-        watcher(Api::<PartialObjectMeta<NetworkEndpoint>>::all(client.clone()), selected),
-        notify.clone(),
-        "leases",
-    );
+    // Whole objects: the controller reads pool, node and Pod from the spec
+    // (labels only mirror them), and keeps no managedFields.
+    let leases_stream =
+        watcher(Api::<NetworkEndpoint>::all(client.clone()), selected).modify(|ep: &mut NetworkEndpoint| {
+            ep.metadata.managed_fields = None;
+        });
+    spawn_reflector(w, leases_stream, notify.clone(), "leases");
     let (nodes, w) = reflector::store();
     spawn_reflector(w, watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()), notify.clone(), "nodes");
     let pods = settings.pod_gone_grace.map(|_| {
@@ -258,8 +253,8 @@ impl Stores {
 
     fn world(&self) -> World {
         World {
-            leases: self.leases.state().iter().filter_map(|m| lease_of(m)).collect(),
-            nodes: self.nodes.state().iter().map(|n| label_value(&n.name_any())).collect(),
+            leases: self.leases.state().iter().filter_map(|ep| Lease::of(ep)).collect(),
+            nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
             needs: self.needs.state().iter().filter_map(|e| need_of(e)).collect(),
             capacity: self.net_conf.iter().flat_map(|c| c.state()).flat_map(|cm| capacities(&cm)).collect(),
@@ -277,17 +272,7 @@ impl Stores {
     }
 }
 
-/// The [`Lease`] of a metadata-only NetworkEndpoint; `None` without a pool label.
-pub fn lease_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Lease> {
-    Lease::from_meta(&m.metadata)
-}
-
-/// The sticky facts of a lease (see [`Sticky::from_meta`]).
-pub fn sticky_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Sticky> {
-    Sticky::from_meta(&m.metadata)
-}
-
-pub use netendpoint_crd::pools::ip_from_name;
+pub use netendpoint_lease::view::ip_from_name;
 
 /// The [`Need`] of an `IPNeeded` Event; `None` when it lacks its annotations.
 pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
@@ -296,7 +281,7 @@ pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
     let created = e.metadata.creation_timestamp.as_ref()?.0;
     Some(Need {
         key: format!("{}/{}", e.metadata.namespace.as_deref().unwrap_or_default(), e.metadata.name.as_deref()?),
-        pool: label_value(ann.get(ANNOTATION_NEEDED_POOL)?),
+        pool: ann.get(ANNOTATION_NEEDED_POOL)?.clone(),
         until: created.checked_add(k8s_openapi::jiff::SignedDuration::try_from(wait).ok()?).ok()?,
     })
 }
@@ -317,7 +302,7 @@ pub fn capacities(cm: &ConfigMap) -> Vec<(String, Capacity)> {
 struct Controller {
     client: Client,
     clock: ServerClock,
-    identity: String,
+    recorder: Recorder,
     metrics: Metrics,
     ready: std::sync::atomic::AtomicBool,
 }
@@ -340,17 +325,7 @@ impl Controller {
     }
 
     async fn force(&self, lease: &Lease) -> kube::Result<bool> {
-        let entry = PoolEntry {
-            name: lease.name.clone(),
-            uid: lease.uid.clone(),
-            resource_version: lease.resource_version.clone(),
-            node: lease.node.clone(),
-            ip: lease.ip.unwrap_or(IpAddr::from([0, 0, 0, 0])),
-            releasing_since: None,
-            finalizers: lease.finalizers.clone(),
-            force_release_after: lease.force_release_after,
-        };
-        let patch = Patch::Json::<()>(force_release_patch(&entry));
+        let patch = Patch::Json::<()>(netendpoint_lease::patch::force_release(&lease.uid, &lease.resource_version));
         match self.endpoints().patch(&lease.name, &PatchParams::default(), &patch).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
@@ -362,17 +337,7 @@ impl Controller {
     /// UID and the finalizer's index). False when it changed or is gone.
     async fn end_hold(&self, lease: &Lease) -> kube::Result<bool> {
         let Some(i) = lease.finalizers.iter().position(|f| f == FINALIZER_STICKY_HOLD) else { return Ok(false) };
-        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
-            {"op": "test", "path": "/metadata/uid", "value": lease.uid},
-            {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER_STICKY_HOLD},
-            {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-        ])) {
-            Ok(p) => p,
-            Err(e) => {
-                warn!(lease = %lease.name, error = %e, "cannot build the hold patch");
-                return Ok(false);
-            }
-        };
+        let patch = netendpoint_lease::patch::remove_finalizer(&lease.uid, i, FINALIZER_STICKY_HOLD);
         match self.endpoints().patch(&lease.name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
@@ -381,18 +346,15 @@ impl Controller {
     }
 
     async fn record(&self, lease: &Lease, reason: &str, note: String, warning: bool) {
-        let regarding = ObjectReference {
-            api_version: Some(format!("{GROUP}/v1alpha1")),
-            kind: Some("NetworkEndpoint".into()),
-            name: Some(lease.name.clone()),
-            uid: Some(lease.uid.clone()),
-            ..ObjectReference::default()
+        let regarding = netendpoint_lease::events::lease_ref(&lease.name, &lease.uid);
+        let ev = Recorded {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: reason.into(),
+            secondary: None,
         };
-        let mut ev = event_object(regarding, reason, note, warning, self.clock.now().unwrap_or_else(Timestamp::now));
-        ev.reporting_controller = Some(REPORTING_CONTROLLER.into());
-        ev.reporting_instance = Some(self.identity.chars().take(128).collect());
-        let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &ns).create(&PostParams::default(), &ev).await {
+        if let Err(e) = self.recorder.publish(&ev, &regarding).await {
             warn!(reason, error = %e, "cannot record event");
         }
     }
@@ -413,11 +375,11 @@ impl Controller {
             Action::DeleteLeak { lease } => match self.delete(lease).await {
                 Ok(done) => {
                     if done {
-                        warn!(lease = %lease.name, pod_uid = ?lease.pod_uid, "pod gone for the grace: releasing its lease");
+                        warn!(lease = %lease.name, pod_uid = ?lease.pod_uid(), "pod gone for the grace: releasing its lease");
                         self.metrics.leaked(&lease.pool);
                         let note = format!(
                             "pod UID {} is gone: release of {} requested",
-                            lease.pod_uid.as_deref().unwrap_or_default(),
+                            lease.pod_uid().unwrap_or_default(),
                             lease.name
                         );
                         self.record(lease, REASON_POD_GONE, note, true).await;
@@ -467,7 +429,13 @@ pub async fn run(opts: Options) -> Result<()> {
     let ctl = Arc::new(Controller {
         client: client.clone(),
         clock: clock.clone(),
-        identity: opts.identity.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTING_CONTROLLER.into(),
+                instance: Some(opts.identity.chars().take(128).collect()),
+            },
+        ),
         metrics: Metrics::new(),
         ready: false.into(),
     });

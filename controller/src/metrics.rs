@@ -9,7 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use netendpoint_crd::pools::{PoolStats, pool_stats};
+pub use netendpoint_lease::pools::{PoolStats, pool_stats};
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -170,7 +170,8 @@ mod tests {
     use std::time::Duration;
 
     use k8s_openapi::jiff::Timestamp;
-    use netendpoint_crd::pools::{Capacity, Lease};
+    use netendpoint_lease::pools::Capacity;
+    use netendpoint_lease::view::Lease;
 
     use super::*;
 
@@ -182,7 +183,7 @@ mod tests {
             pool: "p".into(),
             ip: ip.parse().ok(),
             node: "n".into(),
-            pod_uid: None,
+            pod: None,
             releasing_since: releasing_at.map(|t| t.parse().unwrap()),
             finalizers: fins.iter().map(|f| f.to_string()).collect(),
             force_release_after: None,

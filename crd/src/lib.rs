@@ -16,7 +16,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod pool_resource;
-pub mod pools;
 
 pub use pool_resource::{NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus};
 

@@ -1,0 +1,22 @@
+//! The lease vocabulary of netendpoint, shared by the CNI plugin, the
+//! controller and the kubectl plugin, as Calico's IPAM library is shared by
+//! its plugin, controllers and calicoctl:
+//! - [`view`]: the one [`Lease`] view, read from spec and name;
+//! - [`patch`]: the patches that change a lease, each testing what it acts on;
+//! - [`events`]: Events and the references they are about;
+//! - [`clock`]: the API server's clock and ages measured on it;
+//! - [`rules`]: when a release is stuck, and "seen twice, then a grace";
+//! - [`pools`]: pool accounting (capacity, in use, releasing, free).
+//!
+//! Nothing here makes an API call.
+
+pub mod clock;
+pub mod events;
+pub mod patch;
+pub mod pools;
+pub mod rules;
+pub mod view;
+
+pub use clock::{ServerClock, age_at_least};
+pub use rules::{ReleaseState, Seen, Sightings, release_state};
+pub use view::Lease;
