@@ -393,8 +393,9 @@ pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpA
             }),
             network: Some(conf.network.clone()),
             force_release_after: Some(force_release_after),
-            static_ip: None,
+            ..NetworkEndpointSpec::default()
         },
+        status: None,
     };
     if let Some(id) = &who.sticky {
         crate::sticky::mark(&mut ep, id);

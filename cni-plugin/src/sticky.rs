@@ -363,6 +363,7 @@ mod tests {
             network: None,
             force_release_after: None,
             static_ip: None,
+            ..Default::default()
         };
         let mut ep = NetworkEndpoint::new("p.10.0.0.2", spec);
         ep.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());

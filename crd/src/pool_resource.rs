@@ -81,9 +81,45 @@ pub struct NetworkEndpointPoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "date_time")]
     pub updated_at: Option<Time>,
+    /// Leases and releases per shard, for ADDs looking for a free address
+    /// (a hint; see `NetworkEndpointShard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<PoolSummary>,
 }
 
-fn date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// The pool's shards with leases, as runs of consecutive shards.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSummary {
+    /// When the controller last confirmed the summary (at least every
+    /// minute while it runs): an ADD that sees an older one treats the
+    /// summary as stale and probes by create instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time")]
+    pub confirmed_at: Option<Time>,
+    /// Runs of consecutive shards that hold leases, in address order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub runs: Vec<ShardRun>,
+}
+
+/// Consecutive shards, from the one starting at `first`: per shard, the
+/// number of leased addresses and of releases, each a big-endian `u16`, base64.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardRun {
+    /// The first address of the run's first shard.
+    #[schemars(length(min = 2, max = 45))]
+    pub first: String,
+    /// Leased addresses per shard (live or releasing).
+    #[schemars(length(max = 65536))]
+    pub leased: String,
+    /// Releases in progress per shard.
+    #[schemars(length(max = 65536))]
+    pub releasing: String,
+}
+
+pub(crate) fn date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "format": "date-time" })
 }
 

@@ -387,6 +387,7 @@ mod tests {
                 network: Some("net".into()),
                 force_release_after: Some("600s".into()),
                 static_ip: None,
+                ..Default::default()
             },
         );
         ep.metadata.creation_timestamp = Some(Time(t("2026-01-01T00:00:00Z")));
@@ -449,6 +450,7 @@ mod tests {
                 network: None,
                 force_release_after: None,
                 static_ip: Some(true),
+                ..Default::default()
             },
         );
         ep.metadata.deletion_timestamp = Some(Time(t("2026-01-01T00:10:00Z")));

@@ -6,7 +6,8 @@
 //! - [`events`]: Events and the references they are about;
 //! - [`clock`]: the API server's clock and ages measured on it;
 //! - [`rules`]: when a release is stuck, and "seen twice, then a grace";
-//! - [`pools`]: pool accounting (capacity, in use, releasing, free).
+//! - [`pools`]: pool accounting (capacity, in use, releasing, free);
+//! - [`summary`]: the shard bitmaps and pool counts ADDs read as a hint.
 //!
 //! Nothing here makes an API call.
 
@@ -15,6 +16,7 @@ pub mod events;
 pub mod patch;
 pub mod pools;
 pub mod rules;
+pub mod summary;
 pub mod view;
 
 pub use clock::{ServerClock, age_at_least};

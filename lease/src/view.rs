@@ -143,6 +143,7 @@ mod tests {
             network: None,
             force_release_after: Some("90s".into()),
             static_ip: None,
+            ..Default::default()
         };
         let mut ep = NetworkEndpoint::new(name, spec);
         ep.metadata.uid = Some("uid".into());

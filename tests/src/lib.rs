@@ -153,7 +153,9 @@ pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&s
             network: Some(pool.into()),
             force_release_after: None,
             static_ip: None,
+            ..Default::default()
         },
+        status: None,
     }
 }
 
