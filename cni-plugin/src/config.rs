@@ -86,8 +86,8 @@ pub struct IpamConfig {
     pub cross_node: CrossNode,
     /// `ipam.staticIPs`: where an ADD may be asked for given addresses.
     pub static_ips: StaticIpsConfig,
-    /// Sticky IPs for Pods of the configured owner kinds (`ipam.sticky`); `None` is off.
-    pub sticky: Option<crate::sticky::StickyConfig>,
+    /// Sticky IPs for claims (`ipam.sticky`); `None` is off.
+    pub sticky: Option<StickyConfig>,
 }
 
 /// `ipam.staticIPs`. Requests in `runtimeConfig.ips`, `args.cni.ips` and
@@ -106,15 +106,82 @@ pub struct StaticIpsConfig {
 /// `ipam.crossNode`: which component releases leases the ADD's node does not hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CrossNode {
-    /// `"plugin"` (the default): an ADD in a full pool forces stuck releases
-    /// and reclaims leases of vanished nodes itself.
-    #[default]
+    /// `"plugin"`: an ADD in a full pool forces a release that outlived its
+    /// bound itself, on any node. The admission policies of `deploy/` refuse
+    /// this for other nodes' leases; for clusters without them.
     Plugin,
-    /// `"controller"`: the plugin never deletes or patches another node's
-    /// lease and never forces a release. An ADD that waits in a full pool
-    /// records one `IPNeeded` Event naming the pool, and
+    /// `"controller"` (the default): the plugin never deletes or patches
+    /// another node's lease and never forces a release. An ADD that waits
+    /// in a full pool raises its node's `NetworkEndpointNeed`, and
     /// `netendpoint-controller` forces the oldest eligible release.
+    #[default]
     Controller,
+}
+
+/// Default of `ipam.sticky.stickyFor`.
+pub const DEFAULT_STICKY_FOR: Duration = Duration::from_secs(3600);
+/// Largest `ipam.sticky.stickyFor`: 30 days.
+pub const MAX_STICKY_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// `ipam.sticky`, validated: which Pods keep their address across
+/// recreations (see `docs/sticky-ips.md`). Absent means off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickyConfig {
+    /// StatefulSet Pods are sticky: their claim is `<pod>.<pool>`, which
+    /// the controller creates (`kinds` lists `StatefulSet`, the default).
+    pub stateful_sets: bool,
+    /// Read the Pod's network-selection annotation for its claim
+    /// (`claimsFromPods`, default false): one Pod GET per ADD that the
+    /// runtime passed no claim reference for.
+    pub claims_from_pods: bool,
+    /// How long a hold lasts once no incarnation is left (`stickyFor`).
+    pub sticky_for: Duration,
+    /// How long an ADD waits for its incarnation (`waitForOld`, default `waitForRelease`).
+    pub wait_for_old: Duration,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSticky {
+    kinds: Option<Vec<String>>,
+    claims_from_pods: Option<bool>,
+    sticky_for: Option<String>,
+    wait_for_old: Option<String>,
+}
+
+impl StickyConfig {
+    /// Validates `ipam.sticky`. `wait_for_release` is the default of
+    /// `waitForOld`; `max_wait` its largest value (what `ipam.timeout` leaves).
+    pub fn parse(v: &Value, wait_for_release: Duration, max_wait: Duration) -> Result<Self> {
+        let raw: RawSticky =
+            serde_json::from_value(v.clone()).map_err(|e| Error::config("ipam.sticky", &e.to_string()))?;
+        let kinds = raw.kinds.unwrap_or_else(|| vec!["StatefulSet".to_string()]);
+        for (i, k) in kinds.iter().enumerate() {
+            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(Error::config(&format!("ipam.sticky.kinds[{i}]"), &format!("{k:?} is not a kind name")));
+            }
+            if k != "StatefulSet" {
+                tracing::warn!(kind = %k, "ipam.sticky.kinds: only StatefulSet Pods get a claim from netendpoint; other workloads (VMs) keep their address through their own IPAMClaim");
+            }
+        }
+        let sticky_for =
+            bounded("ipam.sticky.stickyFor", raw.sticky_for.as_deref(), DEFAULT_STICKY_FOR, MAX_STICKY_FOR)?;
+        let wait_for_old =
+            bounded("ipam.sticky.waitForOld", raw.wait_for_old.as_deref(), wait_for_release.min(max_wait), max_wait)
+                .map_err(|e| match e {
+                    Error::InvalidConfig { field, reason } => Error::InvalidConfig {
+                        field,
+                        reason: format!("{reason} (it must leave 10s of ipam.timeout for the rest of ADD)"),
+                    },
+                    other => other,
+                })?;
+        Ok(Self {
+            stateful_sets: kinds.iter().any(|k| k == "StatefulSet"),
+            claims_from_pods: raw.claims_from_pods.unwrap_or(false),
+            sticky_for,
+            wait_for_old,
+        })
+    }
 }
 
 /// `ipam.log`.
@@ -276,17 +343,13 @@ impl IpamConfig {
             other => other,
         })?;
         let cross_node = match raw.cross_node.as_deref() {
-            None | Some("plugin") => CrossNode::Plugin,
-            Some("controller") => CrossNode::Controller,
+            Some("plugin") => CrossNode::Plugin,
+            None | Some("controller") => CrossNode::Controller,
             Some(other) => {
                 return Err(Error::config("ipam.crossNode", &format!("{other:?} is not \"plugin\" or \"controller\"")));
             }
         };
-        let sticky = raw
-            .sticky
-            .as_ref()
-            .map(|v| crate::sticky::StickyConfig::parse(v, wait_for_release, max_wait))
-            .transpose()?;
+        let sticky = raw.sticky.as_ref().map(|v| StickyConfig::parse(v, wait_for_release, max_wait)).transpose()?;
         Ok(Self {
             sticky,
             pool,
@@ -524,9 +587,9 @@ mod tests {
         assert_eq!(c.wait_for_release, Duration::from_secs(2));
         assert_eq!(c.force_release_after, Duration::from_secs(5400));
         assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.cross_node, CrossNode::Controller, "the default: what the shipped policies allow");
+        let c = parse(json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "crossNode": "plugin"})).unwrap();
         assert_eq!(c.cross_node, CrossNode::Plugin);
-        let c = parse(json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "crossNode": "controller"})).unwrap();
-        assert_eq!(c.cross_node, CrossNode::Controller);
     }
 
     #[test]

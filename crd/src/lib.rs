@@ -15,6 +15,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod ipamclaim;
 pub mod need;
 pub mod pool_resource;
 pub mod shard;

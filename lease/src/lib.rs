@@ -3,6 +3,8 @@
 //! its plugin, controllers and calicoctl:
 //! - [`view`]: the one [`Lease`] view, read from spec and name;
 //! - [`patch`]: the patches that change a lease, each testing what it acts on;
+//! - [`labels`]: the labels that mirror a lease's spec;
+//! - [`hold`]: the sticky hold protocol (requests, incarnations, release);
 //! - [`events`]: Events and the references they are about;
 //! - [`clock`]: the API server's clock and ages measured on it;
 //! - [`rules`]: when a release is stuck, and "seen twice, then a grace";
@@ -13,6 +15,8 @@
 
 pub mod clock;
 pub mod events;
+pub mod hold;
+pub mod labels;
 pub mod patch;
 pub mod pools;
 pub mod rules;
