@@ -460,11 +460,9 @@ fn is_qualified_finalizer(f: &str) -> bool {
 /// Re-exported: the one duration grammar (`500ms`, `30s`, `5m`, `1h30m`).
 pub use netendpoint_crd::duration::parse as parse_duration;
 
-/// The capacity of every netendpoint `ipam` section of a network config (a
-/// `.conflist` with `plugins`, or a single `.conf`), keyed by the pool's
-/// label value; a section that does not validate gives its error instead.
-/// Other plugins' sections are skipped.
-pub fn pool_capacities(conf: &Value) -> Vec<Result<(String, Capacity)>> {
+/// Every netendpoint `ipam` section of a network config (a `.conf` or a
+/// `.conflist`), validated as the plugin validates it.
+pub fn ipam_sections(conf: &Value) -> Vec<Result<IpamConfig>> {
     let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
     let sections: Vec<&Value> = match conf.get("plugins").and_then(|p| p.as_array()) {
         Some(list) => list.iter().collect(),
@@ -474,30 +472,14 @@ pub fn pool_capacities(conf: &Value) -> Vec<Result<(String, Capacity)>> {
         .into_iter()
         .filter_map(|p| p.get("ipam"))
         .filter(|ipam| ipam.get("type").and_then(|t| t.as_str()) == Some("netendpoint"))
-        .map(|ipam| {
-            let c = IpamConfig::parse(ipam, network)?;
-            let mut cap = Capacity::default();
-            for set in &c.range_sets {
-                let n = set.capacity();
-                match set.ranges.first().map(|r| r.start.is_ipv4()) {
-                    Some(true) => cap.v4 = cap.v4.saturating_add(n),
-                    Some(false) => cap.v6 = cap.v6.saturating_add(n),
-                    None => {}
-                }
-            }
-            Ok((c.pool.clone(), cap))
-        })
+        .map(|ipam| IpamConfig::parse(ipam, network))
         .collect()
 }
 
-/// Pool capacities from network config files given as `(name, text)` (the
-/// keys of the ConfigMap the installer renders from, or files on disk): the
-/// capacities by pool label value, a later file overriding an earlier one for
-/// the same pool, and one message per file or section that gave none.
-pub fn capacities_in_files<'a>(
-    files: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> (std::collections::HashMap<String, Capacity>, Vec<String>) {
-    let mut caps = std::collections::HashMap::new();
+/// The netendpoint networks of a set of network config files (name,
+/// text), and a note for each file or section that does not validate.
+pub fn networks_in_files<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> (Vec<IpamConfig>, Vec<String>) {
+    let mut out = Vec::new();
     let mut problems = Vec::new();
     for (name, text) in files {
         let conf = match serde_json::from_str::<Value>(text) {
@@ -507,16 +489,74 @@ pub fn capacities_in_files<'a>(
                 continue;
             }
         };
-        for section in pool_capacities(&conf) {
+        for section in ipam_sections(&conf) {
             match section {
-                Ok((pool, cap)) => {
-                    caps.insert(pool, cap);
-                }
+                Ok(c) => out.push(c),
                 Err(e) => problems.push(format!("{name}: invalid ipam section ({e}); no capacity from it")),
             }
         }
     }
-    (caps, problems)
+    (out, problems)
+}
+
+impl IpamConfig {
+    /// The pool's usable addresses per IP family.
+    pub fn capacity(&self) -> Capacity {
+        let mut cap = Capacity::default();
+        for set in &self.range_sets {
+            let n = set.capacity();
+            match set.ranges.first().map(|r| r.start.is_ipv4()) {
+                Some(true) => cap.v4 = cap.v4.saturating_add(n),
+                Some(false) => cap.v6 = cap.v6.saturating_add(n),
+                None => {}
+            }
+        }
+        cap
+    }
+
+    /// What the admission policy reads of this pool (ConfigMap
+    /// `netendpoint-pools`): the CIDRs that cover its ranges, and, each
+    /// prefixed `!`, the gateways and the exclusions inside them.
+    pub fn admission_cidrs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for set in &self.range_sets {
+            for r in &set.ranges {
+                out.extend(cover(r.start, r.end).into_iter().map(|n| n.to_string()));
+                if let Some(g) = r.gateway.filter(|g| r.contains(*g)) {
+                    out.push(format!("!{}", IpNet::from(g)));
+                }
+            }
+            for x in &set.exclude {
+                if set
+                    .ranges
+                    .iter()
+                    .any(|r| x.contains(&r.start) || r.contains(x.network()) || r.contains(x.broadcast()))
+                {
+                    out.push(format!("!{x}"));
+                }
+            }
+        }
+        out.dedup();
+        out
+    }
+}
+
+/// The fewest CIDRs that cover exactly `start..=end`.
+fn cover(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
+    match (start, end) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => ipnet::Ipv4Subnets::new(a, b, 0).map(IpNet::V4).collect(),
+        (IpAddr::V6(a), IpAddr::V6(b)) => ipnet::Ipv6Subnets::new(a, b, 0).map(IpNet::V6).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Capacities by pool of a set of network config files, and a note for
+/// each file or section that does not validate.
+pub fn capacities_in_files<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> (std::collections::HashMap<String, Capacity>, Vec<String>) {
+    let (networks, problems) = networks_in_files(files);
+    (networks.iter().map(|c| (c.pool.clone(), c.capacity())).collect(), problems)
 }
 
 /// Reads the duration field `field`: `default` when absent, a code 7 error

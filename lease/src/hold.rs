@@ -30,7 +30,8 @@ pub fn pending_request(hold: &NetworkEndpoint) -> Option<IncarnationRequest> {
     if let Some(req) = status.request.filter(|r| r.incarnation == current.saturating_add(1)) {
         return Some(req);
     }
-    (current == 0).then(|| IncarnationRequest {
+    // A refused first request (a message and no request) asks for nothing more.
+    (current == 0 && status.message.is_none()).then(|| IncarnationRequest {
         incarnation: 1,
         node: hold.spec.node.clone(),
         container_id: hold.spec.container_id.clone(),

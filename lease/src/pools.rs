@@ -134,6 +134,7 @@ mod tests {
             finalizers: fins.iter().map(|f| f.to_string()).collect(),
             force_release_after: None,
             sticky: None,
+            incarnation: None,
         }
     }
 

@@ -88,10 +88,16 @@ impl Seen {
 /// evidence that went away (a node that came back) starts its grace again.
 /// The map is plain data, so the plugin keeps it in a node-local file and the
 /// controller in memory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sightings<K: Ord> {
     first: BTreeMap<K, i64>,
     this_pass: BTreeMap<K, i64>,
+}
+
+impl<K: Ord> Default for Sightings<K> {
+    fn default() -> Self {
+        Self { first: BTreeMap::new(), this_pass: BTreeMap::new() }
+    }
 }
 
 impl<K: Ord + Clone> Sightings<K> {

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use netendpoint_crd::{
-    ANNOTATION_STICKY_FOR, ANNOTATION_STICKY_OWNER, FINALIZER_STICKY_HOLD, LABEL_STICKY_IDENTITY, NetworkEndpoint,
-    PodRef, duration, endpoint_name,
+    ANNOTATION_STICKY_FOR, ANNOTATION_STICKY_OWNER, ClaimRef, FINALIZER_STICKY_HOLD, IncarnationRequest,
+    LABEL_STICKY_IDENTITY, NetworkEndpoint, PodRef, duration, endpoint_name,
 };
 
 /// One lease as its readers see it.
@@ -37,8 +37,63 @@ pub struct Lease {
     pub finalizers: Vec<String>,
     /// The lease's own forced-release bound, stamped at creation.
     pub force_release_after: Option<Duration>,
-    /// What makes the lease sticky, when it is (see `docs/sticky-ips.md`).
+    /// What makes the lease sticky, when it is: a lease of an older version
+    /// held by the sticky-hold finalizer (see `docs/sticky-ips.md`).
     pub sticky: Option<Sticky>,
+    /// The incarnation of a claim this endpoint is, when it is one.
+    pub incarnation: Option<u32>,
+}
+
+/// A sticky hold as its readers see it (see [`crate::hold`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hold {
+    /// Object name (`<pool>.<ip>`).
+    pub name: String,
+    /// Object UID.
+    pub uid: String,
+    /// resourceVersion: the precondition of every status write and of the delete.
+    pub resource_version: String,
+    /// `spec.pool`.
+    pub pool: String,
+    /// The held address.
+    pub ip: IpAddr,
+    /// The claim it holds the address for.
+    pub claim: ClaimRef,
+    /// How long the hold lasts once no incarnation is left.
+    pub sticky_for: Option<Duration>,
+    /// The latest incarnation created, and its endpoint's name.
+    pub incarnation: Option<(u32, String)>,
+    /// The incarnation asked for and not yet created.
+    pub pending: Option<IncarnationRequest>,
+    /// True once the controller decided to end it.
+    pub releasing: bool,
+    /// The object as read (for the patches, which test its resourceVersion).
+    pub object: NetworkEndpoint,
+}
+
+impl Hold {
+    /// The view of a hold; `None` for anything that is not a well-formed hold.
+    pub fn of(ep: &NetworkEndpoint) -> Option<Self> {
+        if !ep.is_hold() {
+            return None;
+        }
+        let name = ep.metadata.name.clone()?;
+        let ip = ep.ip().filter(|ip| endpoint_name(&ep.spec.pool, *ip) == name)?;
+        let status = ep.status.clone().unwrap_or_default();
+        Some(Hold {
+            uid: ep.metadata.uid.clone()?,
+            resource_version: ep.metadata.resource_version.clone().unwrap_or_default(),
+            pool: ep.spec.pool.clone(),
+            ip,
+            claim: ep.spec.claim.clone()?,
+            sticky_for: ep.spec.sticky_for.as_deref().and_then(duration::parse),
+            incarnation: status.incarnation.zip(status.endpoint.clone()),
+            pending: crate::hold::pending_request(ep),
+            releasing: status.phase == Some(netendpoint_crd::HoldPhase::Releasing) || ep.is_releasing(),
+            object: ep.clone(),
+            name,
+        })
+    }
 }
 
 /// The sticky facts of a lease.
@@ -57,8 +112,12 @@ pub struct Sticky {
 }
 
 impl Lease {
-    /// The view of a NetworkEndpoint; `None` without a name or a UID.
+    /// The view of a NetworkEndpoint that is an endpoint (not a hold);
+    /// `None` without a name or a UID, and for a hold.
     pub fn of(ep: &NetworkEndpoint) -> Option<Self> {
+        if ep.is_hold() {
+            return None;
+        }
         let name = ep.metadata.name.clone()?;
         let ip = ep.ip().filter(|ip| endpoint_name(&ep.spec.pool, *ip) == name);
         let sticky = Sticky::of(ep);
@@ -73,6 +132,7 @@ impl Lease {
             finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
             force_release_after: ep.spec.force_release_after.as_deref().and_then(duration::parse),
             sticky,
+            incarnation: ep.spec.incarnation,
             name,
         })
     }
