@@ -311,7 +311,7 @@ async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) 
             "ips": [format!("{}/{}", hold.ip, hold.object.spec.prefix_length)],
             "ownerPod": {"name": pod},
         }),
-        None => serde_json::json!({"ips": null, "ownerPod": null}),
+        None => serde_json::json!({"ips": [], "ownerPod": null}),
     };
     let body = serde_json::json!({ "metadata": { "uid": hold.claim.uid }, "status": status });
     match api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await {

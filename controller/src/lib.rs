@@ -115,9 +115,9 @@ pub struct Options {
     /// default: put an authenticating proxy in front to scrape it).
     #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "127.0.0.1:9090")]
     pub listen: SocketAddr,
-    /// Address of the probe server (`/healthz` and `/readyz` only), for the
-    /// kubelet; empty for none.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_PROBE_LISTEN", default_value = "0.0.0.0:9091")]
+    /// Address of a second server that answers `/healthz` and `/readyz`
+    /// only, for the kubelet's probes (e.g. `0.0.0.0:9091`); empty for none.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_PROBE_LISTEN", default_value = "")]
     pub probe_listen: String,
 }
 
