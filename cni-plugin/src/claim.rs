@@ -142,6 +142,9 @@ pub struct Claiming<'a, S> {
     pub created: Vec<NetworkEndpoint>,
     /// Leases of this attachment found already made (a repeated ADD).
     pub adopted: Vec<NetworkEndpoint>,
+    /// False when this node had never seen the attachment before this ADD
+    /// (no record, not even a pending one): nothing can be its already.
+    pub maybe_repeated: bool,
     /// Names whose create may have happened without an answer.
     unanswered: BTreeSet<String>,
 }
@@ -153,7 +156,16 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 impl<'a, S: Leases> Claiming<'a, S> {
     /// A claim for `who` that must finish its work by `work`.
     pub fn new(store: &'a S, conf: &'a IpamConfig, who: &'a Attachment, work: Deadline) -> Self {
-        Self { store, conf, who, work, created: Vec::new(), adopted: Vec::new(), unanswered: BTreeSet::new() }
+        Self {
+            store,
+            conf,
+            who,
+            work,
+            created: Vec::new(),
+            adopted: Vec::new(),
+            maybe_repeated: true,
+            unanswered: BTreeSet::new(),
+        }
     }
 
     /// Runs `op` again while it fails with a transient error (the API

@@ -64,13 +64,16 @@ pub async fn add_asked<S: Store>(
         }
         identity = sticky_identity(&c, asked, facts.as_ref()).await?;
         verify_node(&c, local).await?;
+        c.maybe_repeated = local.seen(&who.key.container_id, &who.key.if_name);
         local.mark_pending(&who.key.container_id, &who.key.if_name);
     }
     c.adopted = existing;
     match claim_all(&mut c, local, &plan, identity.as_ref()).await {
         Ok(result) => {
-            if c.held().count() > 0 && missing {
-                let held: Vec<NetworkEndpoint> = c.held().cloned().collect();
+            // The attachment's endpoints only: a sticky hold this ADD
+            // created outlives the attachment, and its DEL or GC must not end it.
+            let held: Vec<NetworkEndpoint> = c.held().filter(|ep| !ep.is_hold()).cloned().collect();
+            if !held.is_empty() && missing {
                 local.record(&who.key.container_id, &who.key.if_name, &held);
             }
             Ok(result)

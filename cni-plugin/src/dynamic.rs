@@ -47,6 +47,10 @@ pub const WATCHED_RELEASES: usize = 4;
 pub const SUMMARY_STALE_AFTER: Duration = Duration::from_secs(90);
 /// Rounds of the full-pool wait before an ADD gives up, whatever the deadline says.
 const MAX_ROUNDS: usize = 64;
+/// How soon a full-pool wait looks again when a create showed the summary
+/// behind, at first and at most (doubling in between).
+const LAG_RECHECK_FIRST: Duration = Duration::from_millis(250);
+const LAG_RECHECK_MAX: Duration = Duration::from_secs(4);
 
 /// What to create at an address: a lease, or a sticky hold.
 pub type Make<'m> = &'m dyn Fn(IpAddr) -> NetworkEndpoint;
@@ -417,6 +421,7 @@ async fn wait_for_release<S: Store>(
     wait: Deadline,
 ) -> Result<NetworkEndpoint> {
     let mut logged = false;
+    let mut lag_recheck = LAG_RECHECK_FIRST;
     for round in 0..MAX_ROUNDS {
         let releases = releases_in_progress(c, s).await?;
         // Read the releases: their state (stuck or not), their finalizers, a resourceVersion to watch from.
@@ -454,7 +459,15 @@ async fn wait_for_release<S: Store>(
         }
         // Until the first young release becomes stuck, in plugin mode.
         let until_stuck = if c.conf.cross_node == CrossNode::Plugin { next_stuck_in(c, &read) } else { None };
-        let pause = until_stuck.map_or(wait.remaining(), |d| d.min(wait.remaining()));
+        let mut pause = until_stuck.map_or(wait.remaining(), |d| d.min(wait.remaining()));
+        // A create refused where the summary showed a free address proves
+        // the summary behind: a change it has not shown yet may never show
+        // (an address taken and freed again between two writes). Look again
+        // soon, backing off, instead of waiting for the summary to move.
+        if s.refused > 0 {
+            pause = pause.min(lag_recheck);
+            lag_recheck = (lag_recheck * 2).min(LAG_RECHECK_MAX);
+        }
         if let Some(ip) = watch_releases(c, s, &read, pause).await?
             && let Some(ep) = c.create(&make(ip)).await?
         {
@@ -548,7 +561,7 @@ async fn force_stuck<S: Store>(
     let uid = victim.metadata.uid.clone().unwrap_or_default();
     let rv = victim.metadata.resource_version.clone().unwrap_or_default();
     let finalizers = victim.metadata.finalizers.clone().unwrap_or_default();
-    if c.store.patch(&name, &netendpoint_lease::patch::force_release(&uid, &rv), false).await? {
+    if c.store.patch(&name, &netendpoint_lease::patch::force_release(&uid, &rv), false).await?.is_some() {
         let bound_text = netendpoint_crd::duration::format(bound);
         warn!(lease = %name, ?finalizers, releasing_for_ms = age.as_millis() as u64, bound = %bound_text,
             "forced release: finalizers did not answer within forceReleaseAfter");

@@ -167,6 +167,12 @@ impl LocalState {
             .map_or(Record::Unknown, |r| Record::Complete(r.leases))
     }
 
+    /// True when this node has any record of the attachment, pending or
+    /// complete; also when it keeps no records (no data directory).
+    pub fn seen(&self, container_id: &str, if_name: &str) -> bool {
+        self.record_path(container_id, if_name).is_none_or(|p| p.exists())
+    }
+
     /// Marks an attachment's record pending (an ADD is about to create
     /// leases for it): until [`LocalState::record`] completes it, DEL finds
     /// the attachment's leases by listing, not from the record.

@@ -176,7 +176,9 @@ async fn continue_hold<S: Store>(
     for _ in 0..MAX_ROUNDS {
         let status = hold.status.clone().unwrap_or_default();
         let current = status.incarnation.unwrap_or(0);
-        if let Some(ep_name) = status.endpoint.as_ref().filter(|_| current > 0)
+        // A repeated ADD of this attachment (one whose record was lost) may
+        // hold the current incarnation already; a new attachment cannot.
+        if let Some(ep_name) = status.endpoint.as_ref().filter(|_| current > 0 && c.maybe_repeated)
             && let Some(ep) = c.retrying("read the current incarnation", || c.store.get(ep_name)).await?
             && c.who.owns(&ep)
             && !ep.is_releasing()
@@ -191,9 +193,8 @@ async fn continue_hold<S: Store>(
             return wait_for_incarnation(c, &hold, k, wait).await;
         }
         let patch = netendpoint_lease::hold::request_patch(&hold, &mine);
-        if c.retrying("ask the hold for an incarnation", || c.store.patch(&name, &patch, true)).await? {
+        if let Some(now) = c.retrying("ask the hold for an incarnation", || c.store.patch(&name, &patch, true)).await? {
             info!(hold = %name, incarnation = k, "asked the sticky hold for the next incarnation");
-            let now = c.store.get(&name).await?.unwrap_or(hold);
             return wait_for_incarnation(c, &now, k, wait).await;
         }
         // The hold changed since it was read (another request, a new incarnation): read it again.
@@ -239,9 +240,12 @@ async fn wait_for_incarnation<S: Store>(
                 }
             }
         }
+        // The first incarnation is asked by the hold's spec; the controller
+        // refuses it by setting a message with no request.
+        let first_refused = k == 1 && status.request.is_none() && status.message.is_some();
         let ours =
             status.request.as_ref().is_some_and(|r| r.incarnation == k && r.container_id == c.who.key.container_id)
-                || (k == 1 && cur.spec.container_id == c.who.key.container_id);
+                || (k == 1 && cur.spec.container_id == c.who.key.container_id && !first_refused);
         if !ours || releasing(&cur) {
             let why = status.message.clone().unwrap_or_else(|| "another request replaced this one".into());
             return Err(Error::StickyWait {

@@ -206,7 +206,8 @@ async fn force(
 /// Why the Pod named by `req` may not continue `hold`'s claim; `None` when
 /// it may: it exists with the request's UID, is bound to the asking node,
 /// is not being deleted, and is the claim's Pod (a StatefulSet claim's own
-/// Pod, or a Pod whose network selection names the claim).
+/// Pod, controlled by that StatefulSet, or a Pod whose network selection
+/// names the claim).
 async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
     use k8s_openapi::api::core::v1::Pod;
     if req.pod.namespace != hold.claim.namespace {
@@ -239,8 +240,28 @@ async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kub
     if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
         return Ok(Some(format!("claim {}/{} is another claim now", hold.claim.namespace, hold.claim.name)));
     }
-    let of_claim = if claim.metadata.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_STATEFULSET)) {
-        format!("{}.{}", req.pod.name, hold.pool) == hold.claim.name
+    // Per family: a dual-stack claim shows one address of each.
+    let shown: Vec<_> =
+        crate::claim_facts(&claim).ips.into_iter().filter(|ip| ip.is_ipv4() == hold.ip.is_ipv4()).collect();
+    if !shown.is_empty() && !shown.contains(&hold.ip) {
+        return Ok(Some(format!(
+            "claim {}/{} holds another address ({})",
+            hold.claim.namespace,
+            hold.claim.name,
+            shown.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let statefulset = claim.metadata.labels.as_ref().and_then(|l| l.get(LABEL_STATEFULSET));
+    let of_claim = if let Some(sts) = statefulset {
+        // The StatefulSet's own Pod: named for the claim, and controlled by
+        // that StatefulSet (a bare Pod of the same name is not).
+        let owned = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == "StatefulSet" && &o.name == sts);
+        owned && format!("{}.{}", req.pod.name, hold.pool) == hold.claim.name
     } else {
         pod.metadata
             .annotations
@@ -277,6 +298,11 @@ async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequ
         debug!(hold = %hold.name, %previous, "previous incarnation still there");
         return Ok(());
     }
+    // The claim shows its address before any incarnation exists, so that
+    // the Pod that continues the claim next finds the hold by it.
+    if !write_claim_status(ctl, hold, Some(&req.pod.name)).await? {
+        return Ok(());
+    }
     let Some(ep) = proto::incarnation_object(&hold.object, req) else { return Ok(()) };
     let name = ep.metadata.name.clone().unwrap_or_default();
     match endpoints(ctl).create(&PostParams::default(), &ep).await {
@@ -300,23 +326,53 @@ async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequ
         req.incarnation, req.pod.namespace, req.pod.name, req.node
     );
     record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_CREATED, note, false).await;
-    write_claim_status(ctl, hold, Some(&req.pod.name)).await
+    Ok(())
 }
 
-/// Writes the claim's addresses and owner Pod (`None`: the claim keeps no address).
-async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) -> kube::Result<()> {
+/// Writes the claim's address of the hold's family and its owner Pod
+/// (`None`: the claim keeps no address of that family); the address of the
+/// other family, a dual-stack claim's other hold's, stays. Read, then
+/// patched with the read resourceVersion: false when the claim is gone, is
+/// another claim now, or changed meanwhile (a later pass writes it).
+async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) -> kube::Result<bool> {
     let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
-    let status = match owner {
-        Some(pod) => serde_json::json!({
-            "ips": [format!("{}/{}", hold.ip, hold.object.spec.prefix_length)],
-            "ownerPod": {"name": pod},
-        }),
-        None => serde_json::json!({"ips": [], "ownerPod": null}),
+    let Some(claim) = api.get_opt(&hold.claim.name).await? else { return Ok(false) };
+    if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
+        return Ok(false);
+    }
+    let mut ips: Vec<String> = claim
+        .status
+        .iter()
+        .flat_map(|s| &s.ips)
+        .filter(|a| {
+            a.split('/')
+                .next()
+                .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+                .is_some_and(|ip| ip.is_ipv4() != hold.ip.is_ipv4())
+        })
+        .cloned()
+        .collect();
+    let owner_pod = match owner {
+        Some(pod) => {
+            ips.push(format!("{}/{}", hold.ip, hold.object.spec.prefix_length));
+            serde_json::json!({"name": pod})
+        }
+        None if ips.is_empty() => serde_json::Value::Null,
+        None => serde_json::to_value(claim.status.as_ref().and_then(|s| s.owner_pod.clone())).unwrap_or_default(),
     };
-    let body = serde_json::json!({ "metadata": { "uid": hold.claim.uid }, "status": status });
+    ips.sort();
+    let now_ips: Vec<String> = claim.status.as_ref().map(|s| s.ips.clone()).unwrap_or_default();
+    let now_owner = serde_json::to_value(claim.status.as_ref().and_then(|s| s.owner_pod.clone())).unwrap_or_default();
+    if now_ips == ips && now_owner == owner_pod {
+        return Ok(true);
+    }
+    let body = serde_json::json!({
+        "metadata": { "uid": hold.claim.uid, "resourceVersion": claim.metadata.resource_version },
+        "status": { "ips": ips, "ownerPod": owner_pod },
+    });
     match api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
         Err(e) => Err(e),
     }
 }

@@ -48,6 +48,8 @@ pub struct ClaimFacts {
     pub ips: Vec<IpAddr>,
     /// The StatefulSet whose Pod it was created for (label `netendpoint.dev/statefulset`).
     pub statefulset: Option<String>,
+    /// Its network (`spec.network`).
+    pub network: String,
 }
 
 /// A network whose StatefulSet Pods are sticky (`ipam.sticky` with `StatefulSet`).
@@ -396,7 +398,10 @@ impl Pass<'_> {
             let previous = hold.incarnation.as_ref().and_then(|(_, name)| self.lease_named(name)).cloned();
             match previous {
                 None => {
-                    let key = format!("{}#{}", hold.uid, request.incarnation);
+                    // Per request: a refused one must not hide the next
+                    // request for the same incarnation (another sandbox or Pod).
+                    let key =
+                        format!("{}#{}#{}#{}", hold.uid, request.incarnation, request.container_id, request.pod.uid);
                     self.act(key, Action::CreateIncarnation { hold: Box::new(hold.clone()), request });
                 }
                 Some(prev) if prev.releasing_since.is_some() => match self.state_of(&prev) {
@@ -647,7 +652,13 @@ impl Pass<'_> {
             .world
             .claims
             .iter()
-            .filter(|((ns, name), c)| c.statefulset.is_some() && !wanted.contains_key(&(ns.clone(), name.clone())))
+            // Only claims of this controller's sticky networks: another
+            // controller (another selector) keeps its own.
+            .filter(|((ns, name), c)| {
+                c.statefulset.is_some()
+                    && self.world.sticky_networks.iter().any(|n| n.network == c.network)
+                    && !wanted.contains_key(&(ns.clone(), name.clone()))
+            })
             .map(|((ns, name), c)| (ns.clone(), name.clone(), c.uid.clone()))
             .collect();
         for (namespace, name, uid) in surplus {

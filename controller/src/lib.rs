@@ -357,6 +357,7 @@ pub fn claim_facts(c: &IPAMClaim) -> ClaimFacts {
         uid: c.metadata.uid.clone().unwrap_or_default(),
         ips: c.status.iter().flat_map(|s| &s.ips).filter_map(|a| a.split('/').next()?.parse().ok()).collect(),
         statefulset: c.labels().get(LABEL_STATEFULSET).cloned(),
+        network: c.spec.network.clone(),
     }
 }
 

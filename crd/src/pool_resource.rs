@@ -60,9 +60,12 @@ pub struct NetworkEndpointPoolStatus {
     /// Usable addresses (decimal: an IPv6 pool may exceed 64 bits); absent when the ranges are unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<String>,
-    /// Leases not being released.
+    /// Leases not being released. (Optional in the schema: the pool summary
+    /// is written by its own field manager, at its own pace.)
+    #[serde(default)]
     pub used: i64,
     /// Leases being released, waiting on finalizers.
+    #[serde(default)]
     pub releasing: i64,
     /// Addresses neither used nor releasing (decimal); absent when the capacity is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]

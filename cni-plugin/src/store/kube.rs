@@ -116,15 +116,15 @@ impl Leases for KubeStore {
         }
     }
 
-    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<bool> {
+    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<Option<NetworkEndpoint>> {
         let api = self.leases();
         let p = Patch::Json::<()>(patch.clone());
         let pp = PatchParams::default();
         let res = if status { api.patch_status(name, &pp, &p).await } else { api.patch(name, &pp, &p).await };
         match res {
-            Ok(_) => Ok(true),
+            Ok(ep) => Ok(Some(ep)),
             // Gone, changed, or a test failed (422): nothing was changed.
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(None),
             Err(e) => Err(Error::from_kube(format!("patch NetworkEndpoint {name}"), e)),
         }
     }

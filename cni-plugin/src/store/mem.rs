@@ -73,6 +73,10 @@ pub enum SummaryMode {
     Off,
     /// As they were when [`MemStore::freeze_summaries`] was called: a controller that stopped.
     Frozen,
+    /// As they were when set, yet confirmed as current: a controller that
+    /// runs but has not written the latest changes (they cancelled out
+    /// between two of its writes).
+    Behind,
 }
 
 #[derive(Default)]
@@ -174,7 +178,7 @@ impl MemStore {
     /// How the controller's summaries look from now on.
     pub fn summaries(&self, mode: SummaryMode) {
         let mut st = self.state.lock().unwrap();
-        if mode == SummaryMode::Frozen {
+        if matches!(mode, SummaryMode::Frozen | SummaryMode::Behind) {
             let pools: HashSet<String> = st.objects.values().map(|o| o.spec.pool.clone()).collect();
             st.frozen = pools.into_iter().map(|p| (p.clone(), shards_of(&st, &p))).collect();
             st.frozen_rv = st.rv;
@@ -296,7 +300,8 @@ impl MemStore {
 
     /// Plays the controller's part for holds once: creates each incarnation
     /// a hold asks for whose Pod is bound to the asking node and whose
-    /// previous incarnation is gone, as `netendpoint-controller` does.
+    /// previous incarnation is gone, and refuses one whose Pod is not, as
+    /// `netendpoint-controller` does.
     /// Returns how many it created.
     pub fn serve_holds(&self) -> usize {
         let holds: Vec<NetworkEndpoint> = self.objects().into_iter().filter(NetworkEndpoint::is_hold).collect();
@@ -309,9 +314,18 @@ impl MemStore {
                     .get(&(req.pod.namespace.clone(), req.pod.name.clone()))
                     .is_some_and(|(f, node)| f.uid == req.pod.uid && *node == req.node)
             };
+            if !bound {
+                // Refused, with the reason on the hold, as the controller does.
+                let why =
+                    format!("Pod {}/{} is not bound to the asking node {}", req.pod.namespace, req.pod.name, req.node);
+                let patch = netendpoint_lease::hold::refused_patch(&hold, &why);
+                let mut st = self.state.lock().unwrap();
+                let _ = self.apply(&mut st, hold.metadata.name.as_deref().unwrap(), &patch, true);
+                continue;
+            }
             let previous_gone =
                 netendpoint_lease::hold::current_endpoint(&hold).is_none_or(|n| self.object(&n).is_none());
-            if !bound || !previous_gone {
+            if !previous_gone {
                 continue;
             }
             let Some(ep) = netendpoint_lease::hold::incarnation_object(&hold, &req) else { continue };
@@ -350,13 +364,13 @@ impl MemStore {
 
     /// Applies a JSON patch to `name`'s main resource (or its status), with
     /// the API server's rules; false when a test failed or it is gone.
-    fn apply(&self, st: &mut State, name: &str, patch: &json_patch::Patch, status: bool) -> bool {
-        let Some(cur) = st.objects.get(name) else { return false };
+    /// The lease as patched (before a release it ended removes it), or
+    /// `None` when it is gone or the patch does not apply.
+    fn apply(&self, st: &mut State, name: &str, patch: &json_patch::Patch, status: bool) -> Option<NetworkEndpoint> {
+        let cur = st.objects.get(name)?;
         let mut doc = serde_json::to_value(cur).unwrap();
-        if json_patch::patch(&mut doc, patch).is_err() {
-            return false;
-        }
-        let Ok(mut next) = serde_json::from_value::<NetworkEndpoint>(doc) else { return false };
+        json_patch::patch(&mut doc, patch).ok()?;
+        let mut next = serde_json::from_value::<NetworkEndpoint>(doc).ok()?;
         if status {
             let mut kept = cur.clone();
             kept.status = next.status;
@@ -364,14 +378,17 @@ impl MemStore {
         } else {
             next.status = cur.status.clone();
             if next.spec != cur.spec {
-                return false;
+                return None;
             }
         }
         next.metadata.uid = cur.metadata.uid.clone();
         next.metadata.deletion_timestamp = cur.metadata.deletion_timestamp.clone();
-        st.objects.insert(name.to_string(), next);
+        st.objects.insert(name.to_string(), next.clone());
         self.settle(st, name);
-        true
+        // As the server answers: the new resourceVersion, even if the
+        // patch ended the release and the lease is gone now.
+        next.metadata.resource_version = Some(st.rv.to_string());
+        Some(next)
     }
 }
 
@@ -421,7 +438,7 @@ impl Leases for MemStore {
         Ok(())
     }
 
-    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<bool> {
+    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<Option<NetworkEndpoint>> {
         self.enter(if status { "patch_status" } else { "patch" }).await?;
         let mut st = self.state.lock().unwrap();
         Ok(self.apply(&mut st, name, patch, status))
@@ -465,7 +482,7 @@ impl Summaries for MemStore {
         let st = self.state.lock().unwrap();
         Ok(match st.summaries {
             Some(SummaryMode::Live) => Some(shards_of(&st, pool).remove(&first).unwrap_or_default()),
-            Some(SummaryMode::Frozen) => st.frozen.get(pool).and_then(|s| s.get(&first)).copied(),
+            Some(SummaryMode::Frozen | SummaryMode::Behind) => st.frozen.get(pool).and_then(|s| s.get(&first)).copied(),
             _ => None,
         })
     }
@@ -476,6 +493,9 @@ impl Summaries for MemStore {
         let (shards, confirmed, rv) = match st.summaries {
             Some(SummaryMode::Live) => (shards_of(&st, pool), Some(self.now()), st.rv),
             Some(SummaryMode::Frozen) => (st.frozen.get(pool).cloned().unwrap_or_default(), None, st.frozen_rv),
+            Some(SummaryMode::Behind) => {
+                (st.frozen.get(pool).cloned().unwrap_or_default(), Some(self.now()), st.frozen_rv)
+            }
             _ => return Ok(None),
         };
         let counts = shards

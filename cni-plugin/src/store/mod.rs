@@ -59,10 +59,10 @@ pub trait Leases {
     /// Requests deletion of lease `name` whose UID is `uid` (UID
     /// precondition). Gone already, or the name holding a newer lease, is success.
     async fn delete(&self, name: &str, uid: &str) -> Result<()>;
-    /// Applies a JSON patch to lease `name` (to its status with `status`).
-    /// `Ok(false)` when the lease is gone or a test of the patch failed:
-    /// nothing was changed.
-    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<bool>;
+    /// Applies a JSON patch to lease `name` (to its status with `status`):
+    /// the lease as patched. `Ok(None)` when the lease is gone or a test of
+    /// the patch failed: nothing was changed.
+    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<Option<NetworkEndpoint>>;
     /// The first change of lease `name` after `resource_version`, waiting
     /// at most `timeout` (a watch of that one name).
     async fn next_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<Change>;

@@ -277,3 +277,33 @@ async fn a_hint_that_shows_a_full_shard_never_hides_a_freed_address() {
     assert_eq!(netendpoint_crd::endpoint_name(&c.pool, ip_of(&r).parse().unwrap()), names[40]);
     no_list(&store);
 }
+
+/// The summary shows an address free that another ADD took, and that is
+/// freed again before the summary ever shows it taken: the summary never
+/// moves. The waiting ADD, whose create was refused there, looks again on
+/// its own and gets the address soon after it is free.
+#[tokio::test(start_paused = true)]
+async fn an_add_that_saw_the_summary_behind_does_not_wait_for_it_to_move() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let c = conf("10.0.0.0/25", json!({"waitForRelease": "20s"}));
+    let names = fill(&store, &c, "n2", &[]);
+    store.release(&names[30]);
+    store.summaries(SummaryMode::Behind);
+    // Taken behind the summary's back, and freed again 2 s later.
+    let set = &c.range_sets[0];
+    let ip = netendpoint_lease::view::ip_from_name(&names[30]).unwrap();
+    store.insert(lease_object(&c, &who("sneaky"), set, ip));
+    let s2 = store.clone();
+    let name = names[30].clone();
+    let free = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        s2.release(&name);
+    });
+    let started = tokio::time::Instant::now();
+    let r = add(&*store, &c, &who("waiter"), &LocalState::none()).await.unwrap();
+    free.await.unwrap();
+    assert_eq!(ip_of(&r), ip.to_string());
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(5), "looked again on its own: {waited:?}");
+    no_list(&store);
+}

@@ -208,3 +208,48 @@ async fn a_held_address_is_never_given_to_a_waiter_in_a_full_pool() {
     assert_eq!(e.code(), 100, "{e}");
     assert!(hold_of(&store, &ip).is_hold());
 }
+
+/// The node records the attachment's endpoint, never the hold its first
+/// ADD created: the DEL (and a GC) of that sandbox ends the incarnation and
+/// leaves the claim's address held.
+#[tokio::test(start_paused = true)]
+async fn the_del_of_the_first_sandbox_never_ends_the_hold() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let _controller = store.spawn_controller();
+    claim(&store);
+    let c = sticky_conf(json!({}));
+    let s = super::Scratch::new("sticky-records");
+    let first = web0(&store, "s1", "u1", "n1");
+    let ip = ip_of(&add(&*store, &c, &first, &s.local).await.unwrap());
+    del(&*store, &c, &first, &s.local).await.unwrap();
+    let hold = hold_of(&store, &ip);
+    assert!(hold.is_hold() && !hold.is_releasing(), "the hold stays live");
+    tokio::time::advance(Duration::from_secs(120)).await;
+    for _ in 0..2 {
+        crate::lifecycle::gc(&*store, &c, "n1", Some(&[]), &s.local).await.unwrap();
+    }
+    assert!(!hold_of(&store, &ip).is_releasing(), "GC leaves it too");
+    store.ack(&format!("p.{ip}-1"), FIN);
+    let again = add(&*store, &c, &web0(&store, "s2", "u2", "n1"), &s.local).await.unwrap();
+    assert_eq!(ip_of(&again), ip);
+}
+
+/// A first ADD of a claim from a node where its Pod is not bound: the
+/// controller refuses the hold's first incarnation; the ADD says so at
+/// once (not after waitForOld) and rolls its hold back.
+#[tokio::test(start_paused = true)]
+async fn a_refused_first_incarnation_fails_at_once_and_leaves_no_hold() {
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2"]));
+    let _controller = store.spawn_controller();
+    claim(&store);
+    let c = sticky_conf(json!({"sticky": {"waitForOld": "20s"}}));
+    web0(&store, "s0", "u1", "n1");
+    let mut rogue = who("s1");
+    rogue.node = "n2".into();
+    rogue.pod = Some(PodIdentity { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() });
+    let started = tokio::time::Instant::now();
+    let e = add(&*store, &c, &rogue, &LocalState::none()).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "refused, not timed out: {e}");
+    assert!(e.to_string().contains("did not create"), "{e}");
+    assert!(store.objects().iter().all(|ep| ep.is_releasing()), "the hold is rolled back");
+}

@@ -120,7 +120,12 @@ fn with_claim(mut w: World, uid: &str, ips: &[&str]) -> World {
     w.claims_known = true;
     w.claims.insert(
         ("ns".into(), "web-0.p".into()),
-        ClaimFacts { uid: uid.into(), ips: ips.iter().map(|i| i.parse().unwrap()).collect(), statefulset: None },
+        ClaimFacts {
+            uid: uid.into(),
+            ips: ips.iter().map(|i| i.parse().unwrap()).collect(),
+            statefulset: None,
+            network: "net".into(),
+        },
     );
     w
 }
@@ -290,6 +295,22 @@ fn an_incarnation_is_created_only_once_the_previous_one_is_gone() {
     assert!(decide(&w, &s, &mut Memory::default(), t(50)).actions.is_empty());
 }
 
+/// Each request is served on its own: after one for incarnation 2 was
+/// refused (the executor wrote the reason), the next request for
+/// incarnation 2, from another sandbox, is served too.
+#[test]
+fn a_new_request_for_the_same_incarnation_is_served_again() {
+    let s = settings();
+    let mut w = world(vec![]);
+    w.holds = vec![hold("10.0.0.5", 1, Some(2))];
+    let mut m = Memory::default();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(0))), ["create p.10.0.0.5-2"]);
+    assert!(decide(&w, &s, &mut m, t(1)).actions.is_empty(), "once per request");
+    let next = w.holds[0].pending.as_mut().unwrap();
+    next.container_id = "c2-retry".into();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(2))), ["create p.10.0.0.5-2"], "the next sandbox's request");
+}
+
 #[test]
 fn a_hold_ends_when_its_claim_is_gone_or_elsewhere_seen_twice_and_is_deleted_once_idle() {
     let s = settings();
@@ -379,7 +400,8 @@ fn statefulset_pods_get_claims_and_lose_them_when_scaled_down_seen_twice() {
     assert_eq!(kinds(&decide(&w, &s, &mut m, t(0))), ["create claim ns/web-0.p", "create claim ns/web-1.p"]);
     assert!(decide(&w, &s, &mut m, t(1)).actions.is_empty(), "once, until the informer shows them");
     for i in 0..2 {
-        let c = ClaimFacts { uid: format!("k{i}"), ips: vec![], statefulset: Some("web".into()) };
+        let c =
+            ClaimFacts { uid: format!("k{i}"), ips: vec![], statefulset: Some("web".into()), network: "net".into() };
         w.claims.insert(("ns".into(), format!("web-{i}.p")), c);
     }
     assert!(decide(&w, &s, &mut m, t(2)).actions.is_empty());
@@ -389,6 +411,16 @@ fn statefulset_pods_get_claims_and_lose_them_when_scaled_down_seen_twice() {
     // Claims of other origins are never deleted.
     w.claims.insert(("ns".into(), "vm1.net".into()), ClaimFacts { uid: "kv".into(), ..ClaimFacts::default() });
     assert!(decide(&w, &s, &mut m, t(5)).actions.is_empty());
+    // Nor claims of a network this controller does not serve (another selector's).
+    let other = ClaimFacts {
+        uid: "ko".into(),
+        statefulset: Some("db".into()),
+        network: "other-net".into(),
+        ..ClaimFacts::default()
+    };
+    w.claims.insert(("ns".into(), "db-0.q".into()), other);
+    assert!(decide(&w, &s, &mut m, t(6)).actions.is_empty());
+    assert!(decide(&w, &s, &mut m, t(7)).actions.is_empty(), "seen twice, still not ours");
 }
 
 #[test]
