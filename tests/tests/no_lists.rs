@@ -113,11 +113,7 @@ async fn the_full_pool_wait_lists_nothing_small_or_large() {
         let pool = h::unique("nolist-wait");
         let ips: Vec<String> = (2..2 + usable).map(|i| format!("10.{octet}.0.{i}")).collect();
         fill(&pool, ips.clone(), &[FIN]).await;
-        let ctl = (usable > 64).then(|| async { summarised(&pool).await });
-        let _ctl = match ctl {
-            Some(f) => Some(f.await),
-            None => None,
-        };
+        let _ctl = if usable > 64 { Some(summarised(&pool).await) } else { None };
         let victim = endpoint_name(&pool, ips[7].parse().unwrap());
         h::endpoints().await.delete(&victim, &Default::default()).await.unwrap();
         let (c, _dir) = conf(&pool, json!({"subnet": subnet}), json!({"waitForRelease": "20s"}));
