@@ -142,6 +142,9 @@ pub struct Claiming<'a, S> {
     pub created: Vec<NetworkEndpoint>,
     /// Leases of this attachment found already made (a repeated ADD).
     pub adopted: Vec<NetworkEndpoint>,
+    /// Incarnations answered before their endpoint exists (a claim's live
+    /// migration): recorded with no UID; a rollback withdraws them.
+    pub answered_early: Vec<NetworkEndpoint>,
     /// False when this node had never seen the attachment before this ADD
     /// (no record, not even a pending one): nothing can be its already.
     pub maybe_repeated: bool,
@@ -163,6 +166,7 @@ impl<'a, S: Leases> Claiming<'a, S> {
             work,
             created: Vec::new(),
             adopted: Vec::new(),
+            answered_early: Vec::new(),
             maybe_repeated: true,
             unanswered: BTreeSet::new(),
         }
@@ -231,9 +235,10 @@ impl<'a, S: Leases> Claiming<'a, S> {
         }
     }
 
-    /// The leases this ADD holds now (created and adopted).
+    /// The leases this ADD holds now (created, adopted, and answered
+    /// early: those have no UID yet).
     pub fn held(&self) -> impl Iterator<Item = &NetworkEndpoint> {
-        self.created.iter().chain(&self.adopted)
+        self.created.iter().chain(&self.adopted).chain(&self.answered_early)
     }
 
     /// Deletes what this ADD created, and whatever of this attachment a
@@ -249,6 +254,13 @@ impl<'a, S: Leases> Claiming<'a, S> {
             let (name, uid) =
                 (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default());
             if let Err(e) = self.retrying("roll back", || self.store.delete(&name, &uid)).await {
+                errors.push(e);
+            }
+        }
+        for ep in &self.answered_early {
+            let name = ep.metadata.name.clone().unwrap_or_default();
+            warn!(lease = %name, "ADD failed after its request was accepted: withdrawing it");
+            if let Err(e) = crate::sticky::withdraw(self.store, self.who, &name).await {
                 errors.push(e);
             }
         }

@@ -277,15 +277,33 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
     };
     let mut errors = Vec::new();
     for (name, uid) in &targets {
-        match c.retrying("delete a lease", || store.delete(name, uid)).await {
-            Ok(()) => info!(lease = %name, "release requested"),
-            Err(e) => errors.push(e),
+        // No UID: an incarnation answered early, perhaps not created yet.
+        let res = if uid.is_empty() {
+            c.retrying("withdraw an early incarnation", || crate::sticky::withdraw(store, who, name)).await
+        } else {
+            c.retrying("delete a lease", || store.delete(name, uid))
+                .await
+                .map(|()| info!(lease = %name, "release requested"))
+        };
+        if let Err(e) = res {
+            errors.push(e);
         }
     }
     if errors.is_empty() {
         local.forget(&who.key.container_id, &who.key.if_name);
     }
     Error::collect(errors)
+}
+
+/// The endpoint-to-be of an incarnation answered early whose request the
+/// hold still carries, accepted, for this attachment.
+async fn early_incarnation<S: Store>(c: &Claiming<'_, S>, name: &str) -> Result<Option<NetworkEndpoint>> {
+    let Some((hold_name, k)) = netendpoint_lease::hold::hold_of_incarnation(name) else { return Ok(None) };
+    let Some(hold) = c.retrying("read a sticky hold", || c.store.get(hold_name)).await? else { return Ok(None) };
+    let accepted = hold.status.as_ref().and_then(|s| s.request.clone()).filter(|r| {
+        r.accepted && r.incarnation == k && r.container_id == c.who.key.container_id && r.if_name == c.who.key.if_name
+    });
+    Ok(accepted.and_then(|r| netendpoint_lease::hold::incarnation_object(&hold, &r)))
 }
 
 /// CNI CHECK: the attachment's leases exist, are not releasing, and match `prev`.
@@ -305,6 +323,13 @@ pub async fn check<S: Store>(
             for (name, uid) in named {
                 match c.retrying("read a recorded lease", || store.get(&name)).await? {
                     Some(ep) if ep.metadata.uid.as_deref() == Some(uid.as_str()) => eps.push(ep),
+                    // Answered early: the endpoint once created, else the accepted request stands for it.
+                    Some(ep) if uid.is_empty() && who.owns(&ep) => eps.push(ep),
+                    None if uid.is_empty() => {
+                        if let Some(ep) = early_incarnation(&c, &name).await? {
+                            eps.push(ep);
+                        }
+                    }
                     _ => debug!(lease = %name, "recorded lease gone"),
                 }
             }

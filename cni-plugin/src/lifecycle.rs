@@ -132,6 +132,13 @@ pub async fn gc<S: Store>(
         for (name, uid) in &leases {
             let ep = match store.get(name).await {
                 Ok(Some(ep)) if ep.metadata.uid.as_deref() == Some(uid.as_str()) => ep,
+                // An incarnation answered early, recorded without a UID.
+                Ok(Some(ep)) if uid.is_empty() && ep.spec.container_id == container_id => ep,
+                Ok(None) if uid.is_empty() => {
+                    // Not created yet: the record stays for the DEL, which withdraws the request.
+                    left += 1;
+                    continue;
+                }
                 Ok(_) => continue,
                 Err(e) => {
                     left += 1;
@@ -140,6 +147,8 @@ pub async fn gc<S: Store>(
                 }
             };
             left += 1;
+            // The lease's own UID (a record of an early incarnation has none).
+            let uid = &ep.metadata.uid.clone().unwrap_or_default();
             let ours = ep.spec.pool == conf.pool
                 && ep.spec.node == node
                 && ep.spec.network.as_deref() == Some(conf.network.as_str())

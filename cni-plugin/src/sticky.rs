@@ -22,11 +22,12 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::allocator::RangeSet;
+use crate::claim::Attachment;
 use crate::claim::{Claiming, Deadline, hold_object};
 use crate::config::StickyConfig;
 use crate::error::{Error, Result};
 use crate::local::LocalState;
-use crate::store::{Change, PodFacts, Store};
+use crate::store::{Change, Leases, PodFacts, Store};
 
 /// The claim an ADD's interface continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +163,7 @@ fn request<S>(c: &Claiming<'_, S>, k: u32) -> IncarnationRequest {
         container_id: c.who.key.container_id.clone(),
         if_name: c.who.key.if_name.clone(),
         pod: c.who.pod_ref().unwrap_or_default(),
+        accepted: false,
     }
 }
 
@@ -189,7 +191,7 @@ async fn continue_hold<S: Store>(
         }
         let k = current.saturating_add(1);
         let mine = request(c, k);
-        if status.request.as_ref() == Some(&mine) {
+        if status.request.as_ref().is_some_and(|r| same_request(r, &mine)) {
             return wait_for_incarnation(c, &hold, k, wait).await;
         }
         let patch = netendpoint_lease::hold::request_patch(&hold, &mine);
@@ -221,6 +223,18 @@ async fn wait_for_incarnation<S: Store>(
     let mut logged = false;
     loop {
         let status = cur.status.clone().unwrap_or_default();
+        if status.incarnation.unwrap_or(0) < k
+            && let Some(r) = status.request.as_ref().filter(|r| r.accepted && is_mine(c, r, k))
+            && let Some(ep) = netendpoint_lease::hold::incarnation_object(&cur, r)
+        {
+            // A claim's live migration: the controller checked this Pod
+            // while the previous incarnation is live. Answer with the
+            // address; the endpoint follows once the previous one is gone.
+            info!(hold = %hold_name, incarnation = k, waited_ms = wait.waited().as_millis() as u64,
+                "request accepted while the previous incarnation is live: answering with the claim's address");
+            c.answered_early.push(ep.clone());
+            return Ok(ep);
+        }
         if status.incarnation.unwrap_or(0) >= k {
             match c.retrying("read the new incarnation", || c.store.get(&endpoint)).await? {
                 Some(ep) if c.who.owns(&ep) && !ep.is_releasing() => {
@@ -243,9 +257,8 @@ async fn wait_for_incarnation<S: Store>(
         // The first incarnation is asked by the hold's spec; the controller
         // refuses it by setting a message with no request.
         let first_refused = k == 1 && status.request.is_none() && status.message.is_some();
-        let ours =
-            status.request.as_ref().is_some_and(|r| r.incarnation == k && r.container_id == c.who.key.container_id)
-                || (k == 1 && cur.spec.container_id == c.who.key.container_id && !first_refused);
+        let ours = status.request.as_ref().is_some_and(|r| is_mine(c, r, k))
+            || (k == 1 && cur.spec.container_id == c.who.key.container_id && !first_refused);
         if !ours || releasing(&cur) {
             let why = status.message.clone().unwrap_or_else(|| "another request replaced this one".into());
             return Err(Error::StickyWait {
@@ -288,6 +301,50 @@ async fn wait_for_incarnation<S: Store>(
             }
         }
     }
+}
+
+/// True if `a` and `b` ask for the same incarnation for the same sandbox
+/// and Pod (whether accepted or not).
+fn same_request(a: &IncarnationRequest, b: &IncarnationRequest) -> bool {
+    IncarnationRequest { accepted: false, ..a.clone() } == IncarnationRequest { accepted: false, ..b.clone() }
+}
+
+/// True if `r` is this attachment's request for incarnation `k`.
+fn is_mine<S>(c: &Claiming<'_, S>, r: &IncarnationRequest, k: u32) -> bool {
+    r.incarnation == k && r.container_id == c.who.key.container_id && r.if_name == c.who.key.if_name
+}
+
+/// Ends incarnation `endpoint` of attachment `who`, answered early and
+/// perhaps not created yet: deletes the endpoint if the controller created
+/// it for this sandbox; otherwise withdraws the request from the hold (a
+/// resourceVersion-tested patch, so an endpoint created meanwhile is seen
+/// on the next read and deleted).
+pub async fn withdraw<S: Leases>(store: &S, who: &Attachment, endpoint: &str) -> Result<()> {
+    let Some((hold_name, k)) = netendpoint_lease::hold::hold_of_incarnation(endpoint) else { return Ok(()) };
+    for _ in 0..8 {
+        if let Some(ep) = store.get(endpoint).await? {
+            if who.owns(&ep) && !ep.is_releasing() {
+                store.delete(endpoint, ep.metadata.uid.as_deref().unwrap_or_default()).await?;
+                info!(lease = %endpoint, "release requested");
+            }
+            return Ok(());
+        }
+        let Some(hold) = store.get(hold_name).await? else { return Ok(()) };
+        let status = hold.status.clone().unwrap_or_default();
+        let ours = status.request.as_ref().is_some_and(|r| {
+            r.incarnation == k && r.container_id == who.key.container_id && r.if_name == who.key.if_name
+        });
+        if !ours && status.incarnation.unwrap_or(0) < k {
+            debug!(hold = %hold_name, "no request of this sandbox left on the hold");
+            return Ok(());
+        }
+        if ours && store.patch(hold_name, &netendpoint_lease::hold::withdraw_patch(&hold), true).await?.is_some() {
+            info!(hold = %hold_name, incarnation = k, "request withdrawn: the sandbox went before its incarnation");
+            return Ok(());
+        }
+        // The hold moved on (its incarnation may be ours now): read again.
+    }
+    Err(Error::Inconsistent(format!("the sticky hold {hold_name} kept changing while its request was withdrawn")))
 }
 
 /// What incarnation `k` still waits for, for the error when `waitForOld`

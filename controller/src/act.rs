@@ -28,6 +28,8 @@ pub const REASON_POD_GONE: &str = "PodGone";
 pub const REASON_INCARNATION_REFUSED: &str = "IncarnationRefused";
 /// Event reason of an incarnation the controller created.
 pub const REASON_INCARNATION_CREATED: &str = "IncarnationCreated";
+/// Reason of the Event: a request was accepted while the previous incarnation lives (a VM's live migration).
+pub const REASON_INCARNATION_ACCEPTED: &str = "IncarnationAccepted";
 
 fn endpoints(ctl: &Controller) -> Api<NetworkEndpoint> {
     Api::all(ctl.client.clone())
@@ -87,6 +89,7 @@ pub async fn act(ctl: &Controller, action: &Action) {
         Action::DeleteLeak { lease } => delete_leak(ctl, lease).await,
         Action::Force { lease, age, bound, why } => force(ctl, lease, *age, *bound, why).await,
         Action::CreateIncarnation { hold, request } => create_incarnation(ctl, hold, request).await,
+        Action::AcceptIncarnation { hold, request } => accept_incarnation(ctl, hold, request).await,
         Action::ReleaseHold { hold, reason } => {
             let why = reason.describe();
             match patch(ctl, &hold.name, proto::releasing_patch(&hold.object, why), true).await {
@@ -280,6 +283,35 @@ async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kub
         )));
     }
     Ok(None)
+}
+
+/// Checks the request as for a creation and, if its Pod may continue the
+/// claim, marks it accepted: the asking ADD answers with the address; the
+/// endpoint follows once the previous incarnation is gone.
+async fn accept_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+    if let Some(why) = refusal(ctl, hold, req).await? {
+        warn!(hold = %hold.name, incarnation = req.incarnation, %why, "incarnation refused");
+        if patch(ctl, &hold.name, proto::refused_patch(&hold.object, &why), true).await? {
+            let note = format!("incarnation {} of {} refused: {why}", req.incarnation, hold.name);
+            record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_REFUSED, note, true).await;
+        }
+        return Ok(());
+    }
+    if patch(ctl, &hold.name, proto::accepted_patch(&hold.object, req), true).await? {
+        info!(hold = %hold.name, incarnation = req.incarnation, node = %req.node,
+            pod = %format!("{}/{}", req.pod.namespace, req.pod.name), "request accepted while the previous incarnation lives");
+        let note = format!(
+            "incarnation {} for Pod {}/{} on node {} accepted while incarnation {} lives (live migration): \
+             its endpoint follows once that one is gone",
+            req.incarnation,
+            req.pod.namespace,
+            req.pod.name,
+            req.node,
+            req.incarnation.saturating_sub(1)
+        );
+        record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_ACCEPTED, note, false).await;
+    }
+    Ok(())
 }
 
 async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {

@@ -192,6 +192,15 @@ pub enum Action {
         /// The request.
         request: IncarnationRequest,
     },
+    /// Accept a request while the previous incarnation is live (a claim
+    /// that is not a StatefulSet's: a VM's live migration), after checking
+    /// its Pod; the incarnation itself follows once the previous is gone.
+    AcceptIncarnation {
+        /// The hold.
+        hold: Box<Hold>,
+        /// The request.
+        request: IncarnationRequest,
+    },
     /// Start ending a hold.
     ReleaseHold {
         /// The hold.
@@ -404,18 +413,40 @@ impl Pass<'_> {
                         format!("{}#{}#{}#{}", hold.uid, request.incarnation, request.container_id, request.pod.uid);
                     self.act(key, Action::CreateIncarnation { hold: Box::new(hold.clone()), request });
                 }
-                Some(prev) if prev.releasing_since.is_some() => match self.state_of(&prev) {
-                    ReleaseState::Stuck { age, bound } => {
-                        let why = ForceFor::Incarnation(hold.name.clone());
-                        self.act(prev.uid.clone(), Action::Force { lease: prev, age, bound, why });
+                Some(prev) => {
+                    if !request.accepted && self.migrates(hold) {
+                        let key = format!(
+                            "{}#{}#{}#{}#accept",
+                            hold.uid, request.incarnation, request.container_id, request.pod.uid
+                        );
+                        let action = Action::AcceptIncarnation { hold: Box::new(hold.clone()), request };
+                        self.act(key, action);
                     }
-                    ReleaseState::Young { left: Some(left) } => self.soonest(left),
-                    _ => {}
-                },
-                // The previous incarnation is live: its sandbox's DEL has not come.
-                Some(_) => {}
+                    // Live: its sandbox's DEL has not come. Releasing: wait, or force once stuck.
+                    if prev.releasing_since.is_some() {
+                        match self.state_of(&prev) {
+                            ReleaseState::Stuck { age, bound } => {
+                                let why = ForceFor::Incarnation(hold.name.clone());
+                                self.act(prev.uid.clone(), Action::Force { lease: prev, age, bound, why });
+                            }
+                            ReleaseState::Young { left: Some(left) } => self.soonest(left),
+                            _ => {}
+                        }
+                    }
+                }
             }
         }
+    }
+
+    /// True if `hold`'s claim is one whose next Pod may start while the
+    /// current one runs (not a StatefulSet's: a VM's, which migrates).
+    fn migrates(&self, hold: &Hold) -> bool {
+        self.world.claims_known
+            && self
+                .world
+                .claims
+                .get(&(hold.claim.namespace.clone(), hold.claim.name.clone()))
+                .is_some_and(|c| c.uid == hold.claim.uid && c.statefulset.is_none())
     }
 
     /// True if the family of `ip` in `pool` is full (or its capacity is unknown).

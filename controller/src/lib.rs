@@ -50,7 +50,10 @@ use netendpoint_lease::ServerClock;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
-pub use crate::act::{REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_NODE_VANISHED, REASON_POD_GONE};
+pub use crate::act::{
+    REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_NODE_VANISHED,
+    REASON_POD_GONE,
+};
 use crate::decide::{Capacity, ClaimFacts, Decision, Hold, Lease, Memory, Settings, StickyNetwork, World};
 pub use crate::error::{Error, Result};
 use crate::metrics::Metrics;

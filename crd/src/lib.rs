@@ -370,6 +370,12 @@ pub struct IncarnationRequest {
     pub if_name: String,
     /// The Pod (with its UID) the new sandbox belongs to.
     pub pod: PodRef,
+    /// Set by the controller once it checked the request while the previous
+    /// incarnation is still live, for a claim that is not a StatefulSet's
+    /// (a VM's live migration): the asking ADD answers with the address at
+    /// once; the incarnation's endpoint follows once the previous one is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accepted: bool,
 }
 
 /// The phase of a hold.

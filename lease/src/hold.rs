@@ -11,6 +11,13 @@
 //! 2. the controller checks the request (the Pod, its UID and the node it
 //!    is bound to), waits until incarnation `k` is gone, creates `k + 1`
 //!    and records it in the hold's status.
+//!
+//! For a claim that is not a StatefulSet's, the controller may accept a
+//! checked request while incarnation `k` is still live (a VM's live
+//! migration: the target Pod starts while the source runs). The asking ADD
+//! then answers with the address at once; its endpoint still comes only
+//! once `k` is gone, so agents never see two endpoints of one address. A
+//! sandbox that goes before that withdraws its request.
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, TestOperation};
@@ -37,6 +44,7 @@ pub fn pending_request(hold: &NetworkEndpoint) -> Option<IncarnationRequest> {
         container_id: hold.spec.container_id.clone(),
         if_name: hold.spec.if_name.clone(),
         pod: hold.spec.pod.clone().unwrap_or_default(),
+        accepted: false,
     })
 }
 
@@ -148,6 +156,44 @@ pub fn releasing_patch(hold: &NetworkEndpoint, why: &str) -> Patch {
     ])
 }
 
+/// The status patch the controller sends when it accepts `req` early (the
+/// previous incarnation still live): tests the resourceVersion it read and
+/// marks the request accepted.
+pub fn accepted_patch(hold: &NetworkEndpoint, req: &IncarnationRequest) -> Patch {
+    let mut status = hold.status.clone().unwrap_or_default();
+    status.request = Some(IncarnationRequest { accepted: true, ..req.clone() });
+    status.message = None;
+    Patch(vec![
+        test(&["metadata", "resourceVersion"], hold.metadata.resource_version.clone().unwrap_or_default().into()),
+        PatchOperation::Add(AddOperation {
+            path: ptr(&["status"]),
+            value: serde_json::to_value(&status).unwrap_or_default(),
+        }),
+    ])
+}
+
+/// The status patch a plugin sends to withdraw its request (its sandbox
+/// went before the incarnation was created): tests the resourceVersion it
+/// read, so that an incarnation created meanwhile is seen, not overwritten.
+pub fn withdraw_patch(hold: &NetworkEndpoint) -> Patch {
+    let mut status = hold.status.clone().unwrap_or_default();
+    status.request = None;
+    Patch(vec![
+        test(&["metadata", "resourceVersion"], hold.metadata.resource_version.clone().unwrap_or_default().into()),
+        PatchOperation::Add(AddOperation {
+            path: ptr(&["status"]),
+            value: serde_json::to_value(&status).unwrap_or_default(),
+        }),
+    ])
+}
+
+/// The hold of incarnation endpoint `name` (`<pool>.<ip>-<k>`): `<pool>.<ip>` and `k`.
+pub fn hold_of_incarnation(name: &str) -> Option<(&str, u32)> {
+    let (hold, k) = name.rsplit_once('-')?;
+    let k: u32 = k.parse().ok()?;
+    (k > 0 && hold.contains('.')).then_some((hold, k))
+}
+
 /// The status patch the controller sends when it refuses a request: tests
 /// the resourceVersion, drops the request and says why.
 pub fn refused_patch(hold: &NetworkEndpoint, why: &str) -> Patch {
@@ -197,6 +243,7 @@ mod tests {
             container_id: format!("c{k}"),
             if_name: "eth0".into(),
             pod: PodRef { namespace: "ns".into(), name: "web-0".into(), uid: format!("u{k}") },
+            accepted: false,
         }
     }
 

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -634,8 +634,9 @@ async fn the_controller_ends_holds_on_scale_down_deletion_sticky_for_and_pool_pr
 /// An IPAMClaim a user (KubeVirt, for a VM) creates: three Pods that
 /// reference it, each on another node, one after the other, keep its
 /// address; the first names it in its network-selection annotation, the
-/// next ones through the runtime's `ipam-claim-reference`. The claim's
-/// status shows the address; deleting the claim frees it.
+/// next ones also through the runtime's `ipam-claim-reference`. The claim's
+/// status shows the address. A live migration keeps it too, without two
+/// endpoints at once. Deleting the claim frees it.
 #[tokio::test]
 async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     let _serial = SERIAL.lock().await;
@@ -684,8 +685,41 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     let shown = claims.get(&claim_name).await.unwrap().status.unwrap_or_default().ips;
     assert!(shown.iter().any(|a| a.starts_with(&format!("{ip}/"))), "the claim shows its address: {shown:?}");
 
+    // Live migration: the target Pod starts on another node while the
+    // source runs. It is answered with the address at once; its endpoint
+    // comes only once the source's is gone (DELETED before ADDED).
+    let (src_pod, src_conf, src_cid) = previous.unwrap();
+    let target = h::unique("virt-launcher-vm1");
+    let meta = json!({"annotations": {netendpoint_crd::ipamclaim::NETWORKS_ANNOTATION: annotation}});
+    let target_uid = make_pod(&target, &nodes[0], meta).await;
+    let mut target_conf = net.conf.clone();
+    target_conf["ipam"]["nodeName"] = json!(nodes[0]);
+    target_conf["ipam"]["dataDir"] = json!(std::env::temp_dir().join(h::unique("vm-data")));
+    let target_cid = h::unique("vm-target");
+    let started = Instant::now();
+    let got = add(&target_conf, &target_cid, &target, &target_uid).unwrap_or_else(|e| panic!("{e:?}"));
+    let answered = started.elapsed();
+    assert_eq!(got, ip, "the migration target gets the VM's address");
+    let pool_ref = pool.as_str();
+    let endpoints = move |cid: String| async move {
+        h::pool_endpoints(pool_ref).await.into_iter().filter(|e| !e.is_hold() && e.spec.container_id == cid).count()
+    };
+    assert_eq!(endpoints(target_cid.clone()).await, 0, "no endpoint for the target while the source's lives");
+    let accepted =
+        events_about(&endpoint_name(&pool, ip.parse().unwrap()), netendpoint_controller::REASON_INCARNATION_ACCEPTED)
+            .await;
+    assert!(!accepted.is_empty(), "the hold says why the target was answered");
+    // The migration completes: the source goes, its agent acknowledges.
+    delete_pod(&src_pod).await;
+    h::cni_del(&src_conf, &src_cid);
+    let source =
+        h::pool_endpoints(&pool).await.into_iter().find(|e| !e.is_hold() && e.spec.container_id == src_cid).unwrap();
+    h::remove_finalizer(source.metadata.name.as_deref().unwrap(), FIN).await;
+    h::wait_for("the target's endpoint", Duration::from_secs(30), || endpoints(target_cid.clone()).map(|n| n == 1))
+        .await;
+    println!("live migration: the target was answered in {} ms, while the source ran", answered.as_millis());
     // Deleting the claim ends the hold once the last Pod is gone too.
-    let (old_pod, old_conf, old_cid) = previous.unwrap();
+    let (old_pod, old_conf, old_cid) = (target, target_conf, target_cid);
     delete_pod(&old_pod).await;
     h::cni_del(&old_conf, &old_cid);
     let current = h::pool_endpoints(&pool).await.into_iter().find(|e| !e.is_hold()).unwrap();

@@ -326,6 +326,25 @@ impl MemStore {
             let previous_gone =
                 netendpoint_lease::hold::current_endpoint(&hold).is_none_or(|n| self.object(&n).is_none());
             if !previous_gone {
+                // A claim that is not a StatefulSet's (a VM) is answered early.
+                let migrates = {
+                    let st = self.state.lock().unwrap();
+                    hold.spec
+                        .claim
+                        .as_ref()
+                        .and_then(|c| st.claims.get(&(c.namespace.clone(), c.name.clone())))
+                        .is_some_and(|c| {
+                            !c.metadata
+                                .labels
+                                .as_ref()
+                                .is_some_and(|l| l.contains_key(netendpoint_crd::ipamclaim::LABEL_STATEFULSET))
+                        })
+                };
+                if migrates && !req.accepted {
+                    let patch = netendpoint_lease::hold::accepted_patch(&hold, &req);
+                    let mut st = self.state.lock().unwrap();
+                    let _ = self.apply(&mut st, hold.metadata.name.as_deref().unwrap(), &patch, true);
+                }
                 continue;
             }
             let Some(ep) = netendpoint_lease::hold::incarnation_object(&hold, &req) else { continue };

@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec};
+use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET};
 use netendpoint_crd::{NetworkEndpoint, incarnation_name};
 use serde_json::json;
 
 use super::{FIN, T0, conf, fill, ip_of, who};
 use crate::claim::Attachment;
-use crate::commands::{add, del};
+use crate::claim::Deadline;
+use crate::commands::{Asked, add, add_asked, del};
 use crate::local::LocalState;
 use crate::protocol::PodIdentity;
 use crate::store::PodFacts;
@@ -23,7 +24,25 @@ fn claim(store: &MemStore) {
     let mut c = IPAMClaim::new("web-0.p", IPAMClaimSpec { network: "net".into(), interface: "eth0".into() });
     c.metadata.namespace = Some("default".into());
     c.metadata.uid = Some("claim-1".into());
+    c.metadata.labels = Some([(LABEL_STATEFULSET.to_string(), "web".to_string())].into());
     store.put_claim(c);
+}
+
+/// The claim `vm1.net` of a VM (no StatefulSet), and sandbox `sandbox` of
+/// its launcher Pod `pod` (UID `uid`), on `node`, referencing it.
+fn vm_claim(store: &MemStore) {
+    let mut c = IPAMClaim::new("vm1.net", IPAMClaimSpec { network: "net".into(), interface: "eth0".into() });
+    c.metadata.namespace = Some("default".into());
+    c.metadata.uid = Some("claim-vm".into());
+    store.put_claim(c);
+}
+
+fn launcher(store: &MemStore, sandbox: &str, pod: &str, uid: &str, node: &str) -> (Attachment, Asked) {
+    store.put_pod("default", pod, PodFacts { uid: uid.into(), ..PodFacts::default() }, node);
+    let mut w = who(sandbox);
+    w.node = node.into();
+    w.pod = Some(PodIdentity { namespace: "default".into(), name: pod.into(), uid: uid.into() });
+    (w, Asked { claim: Some("vm1.net".into()), ..Asked::default() })
 }
 
 /// Sandbox `sandbox` of incarnation `uid` of Pod `web-0`, on `node`, where the Pod is bound.
@@ -252,4 +271,71 @@ async fn a_refused_first_incarnation_fails_at_once_and_leaves_no_hold() {
     assert!(started.elapsed() < Duration::from_secs(5), "refused, not timed out: {e}");
     assert!(e.to_string().contains("did not create"), "{e}");
     assert!(store.objects().iter().all(|ep| ep.is_releasing()), "the hold is rolled back");
+}
+
+/// A VM's live migration: the target launcher Pod, on another node, is
+/// answered with the claim's address while the source still runs; its
+/// endpoint is created only once the source's is gone, so an agent never
+/// sees two endpoints of the address. A target that goes before withdraws
+/// its request, and no endpoint is ever created for it.
+#[tokio::test(start_paused = true)]
+async fn a_vm_keeps_its_address_through_live_migration_without_two_endpoints() {
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2", "n3"]));
+    let _controller = store.spawn_controller();
+    vm_claim(&store);
+    let c = sticky_conf(json!({}));
+    let work = || Deadline::after(Duration::from_secs(50));
+    let (src, asked) = launcher(&store, "src", "virt-launcher-vm1-a", "ua", "n1");
+    let s1 = super::Scratch::new("migrate-src");
+    let ip = ip_of(&add_asked(&*store, &c, &src, &s1.local, &asked, work()).await.unwrap());
+    assert!(store.object(&format!("p.{ip}-1")).is_some());
+
+    // The target starts while the source runs: answered at once, no endpoint yet.
+    let (dst, asked) = launcher(&store, "dst", "virt-launcher-vm1-b", "ub", "n2");
+    let s2 = super::Scratch::new("migrate-dst");
+    let started = tokio::time::Instant::now();
+    let r = add_asked(&*store, &c, &dst, &s2.local, &asked, work()).await.unwrap();
+    assert_eq!(ip_of(&r), ip);
+    assert!(started.elapsed() < Duration::from_secs(1), "not after the source");
+    assert!(store.object(&format!("p.{ip}-2")).is_none(), "no second endpoint while the source's lives");
+    // The source goes; its agent acknowledges; the target's endpoint follows.
+    del(&*store, &c, &src, &s1.local).await.unwrap();
+    assert!(store.object(&format!("p.{ip}-2")).is_none(), "not before the agent's acknowledgement");
+    store.ack(&format!("p.{ip}-1"), FIN);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let ep = store.object(&format!("p.{ip}-2")).expect("the target's endpoint");
+    assert_eq!((ep.spec.container_id.as_str(), ep.spec.node.as_str()), ("dst", "n2"));
+    // The target's DEL ends that endpoint, recorded without a UID.
+    del(&*store, &c, &dst, &s2.local).await.unwrap();
+    assert!(store.object(&format!("p.{ip}-2")).unwrap().is_releasing());
+    store.ack(&format!("p.{ip}-2"), FIN);
+
+    // A migration that fails: the target goes before the source does.
+    let (src, asked) = launcher(&store, "src3", "virt-launcher-vm1-c", "uc", "n3");
+    let s3 = super::Scratch::new("migrate-src3");
+    assert_eq!(ip_of(&add_asked(&*store, &c, &src, &s3.local, &asked, work()).await.unwrap()), ip);
+    let (dst, asked) = launcher(&store, "dst4", "virt-launcher-vm1-d", "ud", "n1");
+    let s4 = super::Scratch::new("migrate-dst4");
+    assert_eq!(ip_of(&add_asked(&*store, &c, &dst, &s4.local, &asked, work()).await.unwrap()), ip);
+    del(&*store, &c, &dst, &s4.local).await.unwrap();
+    let hold = hold_of(&store, &ip);
+    assert_eq!(hold.status.unwrap().request, None, "the request is withdrawn");
+    del(&*store, &c, &src, &s3.local).await.unwrap();
+    store.ack(&format!("p.{ip}-3"), FIN);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(store.object(&format!("p.{ip}-4")).is_none(), "never an endpoint for the target that went");
+}
+
+/// A StatefulSet Pod is never answered early: its new Pod would run while
+/// the old one still serves the address.
+#[tokio::test(start_paused = true)]
+async fn a_statefulset_pod_is_never_answered_before_its_old_endpoint_is_gone() {
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2"]));
+    let _controller = store.spawn_controller();
+    claim(&store);
+    let c = sticky_conf(json!({"sticky": {"waitForOld": "2s"}}));
+    let first = web0(&store, "s1", "u1", "n1");
+    add(&*store, &c, &first, &LocalState::none()).await.unwrap();
+    let e = add(&*store, &c, &web0(&store, "s2", "u2", "n2"), &LocalState::none()).await.unwrap_err();
+    assert_eq!(e.code(), 11, "{e}");
 }

@@ -97,6 +97,7 @@ fn hold(ip: &str, current: u32, asked: Option<u32>) -> Hold {
             container_id: format!("c{k}"),
             if_name: "eth0".into(),
             pod: PodRef { namespace: "ns".into(), name: "web-0".into(), uid: format!("u{k}") },
+            accepted: false,
         });
     }
     ep.status = Some(status);
@@ -143,6 +144,7 @@ fn kinds(d: &Decision) -> Vec<String> {
             Action::Force { lease, why, .. } => format!("force {} for {why:?}", lease.name),
             Action::EndLegacyHold { lease, reason } => format!("end legacy hold {} {reason:?}", lease.name),
             Action::CreateIncarnation { hold, request } => format!("create {}-{}", hold.name, request.incarnation),
+            Action::AcceptIncarnation { hold, request } => format!("accept {}-{}", hold.name, request.incarnation),
             Action::ReleaseHold { hold, reason } => format!("release hold {} {reason:?}", hold.name),
             Action::DeleteHold { hold } => format!("delete hold {}", hold.name),
             Action::CreateClaim { namespace, name, .. } => format!("create claim {namespace}/{name}"),
@@ -461,4 +463,36 @@ fn a_legacy_hold_ends_when_its_statefulset_is_gone_or_scaled_below_it_seen_twice
     let w = with_sts(vec![Lease::held("10.0.0.1", 0, 0)], Some(1));
     assert!(decide(&w, &s, &mut m, t(3600)).actions.is_empty());
     assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["end legacy hold p.10.0.0.1 Expired"]);
+}
+
+/// A VM's claim (no StatefulSet): a request while the previous incarnation
+/// is live is accepted early, once; a StatefulSet's claim waits.
+#[test]
+fn a_request_of_a_vm_claim_is_accepted_while_the_previous_incarnation_lives() {
+    let s = settings();
+    let mut w = world(vec![Lease::test("10.0.0.5").incarnation(1)]);
+    w.holds = vec![hold("10.0.0.5", 1, Some(2))];
+    w.claims_known = true;
+    let vm = ClaimFacts { uid: "k1".into(), network: "net".into(), ..ClaimFacts::default() };
+    w.claims.insert(("ns".into(), "web-0.p".into()), vm);
+    let mut m = Memory::default();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(0))), ["accept p.10.0.0.5-2"]);
+    assert!(decide(&w, &s, &mut m, t(1)).actions.is_empty(), "once");
+    // Accepted: nothing more until the previous incarnation is gone; then created.
+    w.holds[0].pending.as_mut().unwrap().accepted = true;
+    assert!(decide(&w, &s, &mut Memory::default(), t(2)).actions.is_empty());
+    w.leases.clear();
+    assert_eq!(kinds(&decide(&w, &s, &mut Memory::default(), t(3))), ["create p.10.0.0.5-2"]);
+    // A StatefulSet's claim is never accepted early.
+    let mut w = world(vec![Lease::test("10.0.0.5").incarnation(1)]);
+    w.holds = vec![hold("10.0.0.5", 1, Some(2))];
+    w.claims_known = true;
+    let sts = ClaimFacts {
+        uid: "k1".into(),
+        network: "net".into(),
+        statefulset: Some("web".into()),
+        ..ClaimFacts::default()
+    };
+    w.claims.insert(("ns".into(), "web-0.p".into()), sts);
+    assert!(decide(&w, &s, &mut Memory::default(), t(0)).actions.is_empty());
 }
