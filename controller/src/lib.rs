@@ -491,6 +491,7 @@ async fn pass(
     let pools: HashSet<String> = networks.iter().map(|n| n.pool.clone()).collect();
     let wanted = summary::wanted(&world.leases, &world.holds, &pools);
     let mut later = term.summaries.sync(&ctl.client, &wanted, now).await;
+    ctl.metrics.add_summary_writes(term.summaries.take_writes());
     if let Some((ns, name)) = pools_param {
         term.pools.sync(&ctl.client, ns, name, &networks).await;
     }

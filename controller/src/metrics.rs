@@ -38,6 +38,7 @@ pub struct Metrics {
     reclaimed: Family<PoolLabel, Counter>,
     leaked: Family<PoolLabel, Counter>,
     needed: Family<PoolLabel, Counter>,
+    summary_writes: Counter,
     leader: Gauge,
 }
 
@@ -62,6 +63,7 @@ impl Metrics {
             reclaimed: Family::default(),
             leaked: Family::default(),
             needed: Family::default(),
+            summary_writes: Counter::default(),
             leader: Gauge::default(),
             registry: Registry::default(),
         };
@@ -96,8 +98,13 @@ impl Metrics {
         registry.register("leak_deletions", "Leases of gone Pods whose release was requested", m.leaked.clone());
         registry.register(
             "adds_waited",
-            "ADDs that found their pool full and waited (IPNeeded Events)",
+            "ADDs that found their pool full and waited (NetworkEndpointNeed signals)",
             m.needed.clone(),
+        );
+        registry.register(
+            "summary_writes",
+            "Writes of shard and pool summaries (at most one per shard or pool per 250 ms)",
+            m.summary_writes.clone(),
         );
         registry.register("controller_leader", "1 while this replica holds the leader Lease", m.leader.clone());
         Self { registry, ..m }
@@ -147,6 +154,11 @@ impl Metrics {
     /// Counts an ADD of `pool` that waited.
     pub fn needed(&self, pool: &str) {
         self.needed.get_or_create(&PoolLabel { pool: pool.into() }).inc();
+    }
+
+    /// Counts `n` more summary writes.
+    pub fn add_summary_writes(&self, n: u64) {
+        self.summary_writes.inc_by(n);
     }
 
     /// Sets whether this replica leads.

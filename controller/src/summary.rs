@@ -94,6 +94,11 @@ pub struct SummaryWriter {
 const MANAGER: &str = "netendpoint-controller-summary";
 
 impl SummaryWriter {
+    /// The writes made since the last call.
+    pub fn take_writes(&mut self) -> u64 {
+        std::mem::take(&mut self.writes)
+    }
+
     /// Forgets what was written (a new leadership term writes everything again).
     pub fn reset(&mut self) {
         *self = Self::default();
