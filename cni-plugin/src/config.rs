@@ -368,12 +368,12 @@ impl IpamConfig {
             )?,
             wait_for_release,
             timeout,
-            vanished_node_grace: bounded(
-                "ipam.vanishedNodeGrace",
-                raw.vanished_node_grace.as_deref(),
-                DEFAULT_VANISHED_NODE_GRACE,
-                MAX_BOUND,
-            )?,
+            vanished_node_grace: {
+                if raw.vanished_node_grace.is_some() {
+                    tracing::warn!("ipam.vanishedNodeGrace is ignored: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)");
+                }
+                bounded("ipam.vanishedNodeGrace", raw.vanished_node_grace.as_deref(), DEFAULT_VANISHED_NODE_GRACE, MAX_BOUND)?
+            },
             gc_grace: bounded("ipam.gcGrace", raw.gc_grace.as_deref(), DEFAULT_GC_GRACE, MAX_BOUND)?,
             log: raw.log,
             data_dir: raw.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
