@@ -370,9 +370,16 @@ impl IpamConfig {
             timeout,
             vanished_node_grace: {
                 if raw.vanished_node_grace.is_some() {
-                    tracing::warn!("ipam.vanishedNodeGrace is ignored: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)");
+                    tracing::warn!(
+                        "ipam.vanishedNodeGrace is ignored: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)"
+                    );
                 }
-                bounded("ipam.vanishedNodeGrace", raw.vanished_node_grace.as_deref(), DEFAULT_VANISHED_NODE_GRACE, MAX_BOUND)?
+                bounded(
+                    "ipam.vanishedNodeGrace",
+                    raw.vanished_node_grace.as_deref(),
+                    DEFAULT_VANISHED_NODE_GRACE,
+                    MAX_BOUND,
+                )?
             },
             gc_grace: bounded("ipam.gcGrace", raw.gc_grace.as_deref(), DEFAULT_GC_GRACE, MAX_BOUND)?,
             log: raw.log,

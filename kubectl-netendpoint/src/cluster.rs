@@ -161,7 +161,8 @@ pub async fn find_leases(client: &Client, target: &Target, pool: Option<&str>) -
             } else {
                 // Every lease carries its block label; older ones may not, so fall back to names.
                 let mut by_block = list(format!("{LABEL_BLOCK}={}", block_label_value(*ip))).await?;
-                by_block.retain(|ep| ep.metadata.name.as_deref().and_then(ip_from_name) == Some(*ip));
+                // A sticky address has its hold and an incarnation, named apart: match the spec's IP.
+                by_block.retain(|ep| ep.ip() == Some(*ip));
                 if by_block.is_empty() {
                     let named = api
                         .list_metadata(&ListParams::default())

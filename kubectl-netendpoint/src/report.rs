@@ -163,6 +163,52 @@ pub struct StickyHold {
     pub held: bool,
 }
 
+/// What a sticky claim's hold or incarnation says (docs/sticky-ips.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimView {
+    /// `hold` (the object that keeps the address for the claim) or `incarnation`.
+    pub role: String,
+    /// `namespace/name` of the IPAMClaim.
+    pub claim: String,
+    /// The claim's current incarnation (a hold), or this one's number.
+    pub incarnation: Option<u32>,
+    /// A hold's current endpoint.
+    pub endpoint: Option<String>,
+    /// A hold's pending request: `k on node N for Pod ns/name`.
+    pub request: Option<String>,
+    /// A hold's phase (`Releasing` while it ends).
+    pub phase: Option<String>,
+    /// A hold's message: why a request was refused, or why it ends.
+    pub message: Option<String>,
+}
+
+impl ClaimView {
+    fn of(ep: &NetworkEndpoint) -> Option<Self> {
+        let claim = ep.spec.claim.as_ref()?;
+        let status = ep.status.clone().unwrap_or_default();
+        let hold = ep.is_hold();
+        Some(Self {
+            role: if hold { "hold" } else { "incarnation" }.into(),
+            claim: format!("{}/{}", claim.namespace, claim.name),
+            incarnation: if hold { status.incarnation } else { ep.spec.incarnation },
+            endpoint: status.endpoint.filter(|_| hold),
+            request: status.request.filter(|_| hold).map(|r| {
+                format!(
+                    "{} on node {} for Pod {}/{}{}",
+                    r.incarnation,
+                    r.node,
+                    r.pod.namespace,
+                    r.pod.name,
+                    if r.accepted { " (accepted: answered before the previous one is gone)" } else { "" }
+                )
+            }),
+            phase: status.phase.filter(|_| hold).map(|p| format!("{p:?}")),
+            message: status.message.filter(|_| hold),
+        })
+    }
+}
+
 /// Everything `why` knows about one lease.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -202,6 +248,8 @@ pub struct LeaseReport {
     /// The sticky hold, when the lease keeps its IP for its Pod's identity:
     /// whether the hold is still on, and for whom.
     pub sticky_hold: Option<StickyHold>,
+    /// A sticky claim's hold or incarnation.
+    pub claim: Option<ClaimView>,
     /// Events about the lease and its Pod, oldest first.
     pub events: Vec<EventRow>,
     #[serde(skip)]
@@ -238,6 +286,7 @@ impl LeaseReport {
                 sticky_for_seconds: s.sticky_for.as_secs(),
                 held: ep.metadata.finalizers.iter().flatten().any(|f| f == netendpoint_crd::FINALIZER_STICKY_HOLD),
             }),
+            claim: ClaimView::of(ep),
             events,
             created,
             deleted,
@@ -301,6 +350,27 @@ impl LeaseReport {
                     age(Duration::from_secs(h.sticky_for_seconds))
                 ),
             );
+        }
+        if let Some(c) = &self.claim {
+            let what = match (c.role.as_str(), c.incarnation) {
+                ("hold", Some(k)) => format!(
+                    "hold of claim {}: keeps the address between its Pods; current incarnation {k} ({})",
+                    c.claim,
+                    c.endpoint.clone().unwrap_or_default()
+                ),
+                ("hold", None) => format!("hold of claim {}: keeps the address; no incarnation yet", c.claim),
+                (_, k) => format!("incarnation {} of claim {}", k.unwrap_or_default(), c.claim),
+            };
+            field("Claim", what);
+            if let Some(r) = &c.request {
+                field("Asked for", r.clone());
+            }
+            if let Some(p) = &c.phase {
+                field("Phase", p.clone());
+            }
+            if let Some(m) = &c.message {
+                field("Message", m.clone());
+            }
         }
         if let Some(b) = &self.force_release_after {
             field("Force after", format!("{b} (may be forced after this long, only for an ADD that needs the IP)"));
@@ -432,6 +502,44 @@ mod tests {
         assert_eq!(json["finalizers"][0], "x.example/agent");
         assert_eq!(json["events"][0]["reason"], "IPNeeded");
         assert_eq!(json["containerID"], "c1");
+    }
+
+    #[test]
+    fn a_claims_hold_and_incarnation_say_which_claim_and_which_incarnation() {
+        use netendpoint_crd::{ClaimRef, IncarnationRequest, NetworkEndpointStatus, Role};
+        let claim = ClaimRef { namespace: "ns".into(), name: "web-0.p".into(), uid: "k1".into() };
+        let mut hold = NetworkEndpoint::new(
+            "p.10.0.0.5",
+            netendpoint_crd::NetworkEndpointSpec {
+                pool: "p".into(),
+                ip: "10.0.0.5".into(),
+                role: Some(Role::Hold),
+                claim: Some(claim.clone()),
+                ..Default::default()
+            },
+        );
+        hold.status = Some(NetworkEndpointStatus {
+            incarnation: Some(3),
+            endpoint: Some("p.10.0.0.5-3".into()),
+            request: Some(IncarnationRequest {
+                incarnation: 4,
+                node: "n2".into(),
+                pod: PodRef { namespace: "ns".into(), name: "web-0".into(), uid: "u4".into() },
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let now = "2026-01-01T00:00:00Z".parse().unwrap();
+        let text = LeaseReport::new(&hold, vec![]).describe(now, Format::Table);
+        assert!(text.contains("Claim:        hold of claim ns/web-0.p: keeps the address between its Pods; current incarnation 3 (p.10.0.0.5-3)"), "{text}");
+        assert!(text.contains("Asked for:    4 on node n2 for Pod ns/web-0"), "{text}");
+        let mut inc = hold.clone();
+        inc.metadata.name = Some("p.10.0.0.5-3".into());
+        inc.spec.role = None;
+        inc.spec.incarnation = Some(3);
+        inc.status = None;
+        let text = LeaseReport::new(&inc, vec![]).describe(now, Format::Table);
+        assert!(text.contains("Claim:        incarnation 3 of claim ns/web-0.p"), "{text}");
     }
 
     #[test]
