@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sticky IPs: a StatefulSet pod is deleted and recreated in a full pool while
-# an agent still tears down its old rule. The new incarnation waits, gets the
-# same IP once the agent has acknowledged, and the agent's own event log
-# shows the release order: remove(old UID) before add(new UID).
+# an agent still tears down its old rule. netendpoint-controller made the
+# Pod's claim; the claim's hold keeps the address; the new Pod's ADD asks the
+# hold for the next incarnation, which the controller creates once the agent
+# has acknowledged the old one. The agent's own event log shows the release
+# order: remove(old UID) before add(new UID), on the same IP.
 # Runs on the embedded default: a real kube-apiserver + etcd on loopback; the
 # plugin is invoked as a runtime invokes it (CNI_* environment, config on stdin).
 set -euo pipefail
@@ -12,15 +14,18 @@ state="${DEMO_DIR:-$root/.demo-sticky}"
 bin="$root/tests/bin"
 plugin="$root/target/debug/netendpoint"
 agent_bin="$root/target/debug/watcher-example"
+controller_bin="$root/target/debug/netendpoint-controller"
 kubectl() { "$bin/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
 ts() { date +%H:%M:%S.%3N; }
 say() { printf '\n[%s] %s\n' "$(ts)" "$*"; }
 finalizer="demo.netendpoint.dev/route-agent"
 agent_pid=""
+controller_pid=""
 
 cleanup() {
   set +e
   [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null
+  [ -n "$controller_pid" ] && kill "$controller_pid" 2>/dev/null
   scripts/testenv.sh stop "$state"
 }
 trap cleanup EXIT
@@ -62,6 +67,17 @@ conf=$(cat <<CONF
 }
 CONF
 )
+say "netendpoint-controller reads the network config from a ConfigMap; ipam.sticky is on, so it makes a claim per StatefulSet Pod"
+kubectl create configmap demo-net-conf --from-literal=10-demo.conf="$conf" >/dev/null
+"$controller_bin" --kubeconfig "$state/kubeconfig" --identity demo --lease-namespace default \
+  --net-conf default/demo-net-conf --pools-param "" --listen 127.0.0.1:0 >"$state/controller.log" 2>&1 &
+controller_pid=$!
+for _ in $(seq 1 300); do
+  kubectl get ipamclaim db-0.demo >/dev/null 2>&1 && break
+  sleep 0.1
+done
+kubectl get ipamclaim db-0.demo
+
 cni() { # command container pod uid
   printf '%s' "$conf" | env -i CNI_COMMAND="$1" CNI_CONTAINERID="$2" CNI_IFNAME=eth0 CNI_NETNS=/run/netns/none \
     CNI_PATH="$root/target/debug" CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$3;K8S_POD_UID=$4" "$plugin"
@@ -77,7 +93,7 @@ metadata:
   namespace: default
   labels: {app: db}
   ownerReferences: [{apiVersion: apps/v1, kind: StatefulSet, name: db, uid: "$sts_uid", controller: true}]
-spec: {automountServiceAccountToken: false, containers: [{name: db, image: example.invalid/db}]}
+spec: {nodeName: demo-node, automountServiceAccountToken: false, containers: [{name: db, image: example.invalid/db}]}
 YAML
 }
 
@@ -104,12 +120,13 @@ waiter=$!
 sleep 1
 cni DEL sandbox-1 db-0 "$uid1"
 t_del=$(ts)
-say "the old lease is released; the agent is still tearing down; its hold keeps the IP for db-0"
+say "the old incarnation is released; the agent is still tearing down; the claim's hold keeps the IP for db-0"
 kubectl get nep
-kubectl describe nep demo.10.98.0.2 | grep --no-group-separator -E '^Name:|Deletion Timestamp|sticky' | sed 's/^/  /'
+kubectl get nep demo.10.98.0.2 -o jsonpath='  hold demo.10.98.0.2: claim {.spec.claim.namespace}/{.spec.claim.name}, incarnation {.status.incarnation}, asked for {.status.request.incarnation} by node {.status.request.node}{"\n"}'
 wait "$waiter"
 say "db-0 (uid $uid2) got $(cat "$state/db-0.ip") at $(cat "$state/db-0.time")"
 kubectl get nep
+kubectl get ipamclaim db-0.demo -o jsonpath='  claim db-0.demo: status.ips {.status.ips}, owner Pod {.status.ownerPod.name}{"\n"}'
 
 say "the agent's event log for 10.98.0.2, in the order it processed it:"
 jq -r 'select(.ip=="10.98.0.2") | "  \(.ts)  \(.kind)  uid=\(.uid)"' "$state/events.jsonl"
@@ -120,6 +137,6 @@ cat <<SUMMARY
     old sandbox's DEL               $t_del
     new sandbox got the same IP     $(cat "$state/db-0.time")   ($(cat "$state/db-0.ip"))
   The agent removed the old incarnation's rule before it added the new one's:
-  DELETED(old) came before ADDED(new), with the same IP, and while the hold was
-  on no other pod could take the IP.
+  DELETED(old) came before ADDED(new), with the same IP, and the hold kept
+  the name demo.10.98.0.2 throughout, so no other pod could take the IP.
 SUMMARY
