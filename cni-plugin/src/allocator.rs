@@ -276,7 +276,9 @@ pub const SPREAD_ABOVE: u128 = 256;
 
 /// A well-mixed 64-bit hash of `key` (FNV-1a, then the splitmix64 finaliser),
 /// stable across versions and platforms.
-fn spread_hash(key: &str) -> u64 {
+/// A hash of `key` that spreads similar keys apart (FNV-1a, then a
+/// 64-bit finaliser).
+pub fn spread_hash(key: &str) -> u64 {
     let mut h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     h ^= h >> 30;
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);

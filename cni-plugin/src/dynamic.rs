@@ -277,6 +277,10 @@ async fn from_summaries<S: Store>(
             continue;
         }
         // Free by a fresh summary: create; a refusal marks it and moves on.
+        // Once a refusal showed other ADDs racing for the same addresses,
+        // each takes one of the next few free ones by a hash of its sandbox,
+        // so that they spread instead of all trying the same one.
+        let ip = if s.refused > 0 { spread_pick(c, s, ip) } else { ip };
         if let Some(ep) = c.create(&make(ip)).await? {
             info!(%ip, refused = s.refused, "claimed from the shard summary");
             return Ok(Some(ep));
@@ -285,6 +289,26 @@ async fn from_summaries<S: Store>(
         s.mark(ip);
     }
     Ok(None)
+}
+
+/// Free candidates an ADD that met contention chooses among, and how far
+/// it looks for them.
+const SPREAD_AMONG: usize = 32;
+const SPREAD_LOOK_AHEAD: usize = 4096;
+
+/// One of the free candidates from `ip` on (at most [`SPREAD_AMONG`], in
+/// shards read in this ADD), chosen by a hash of the sandbox and the
+/// refusals so far.
+fn spread_pick<S>(c: &Claiming<'_, S>, s: &Search<'_>, ip: IpAddr) -> IpAddr {
+    let free: Vec<IpAddr> = std::iter::once(ip)
+        .chain(s.set.candidates(Some(ip)))
+        .take(SPREAD_LOOK_AHEAD)
+        .filter(|a| s.fresh(shard_first(*a)) && !s.leased(*a))
+        .take(SPREAD_AMONG)
+        .collect();
+    let key = format!("{}/{}", c.who.key.container_id, s.refused);
+    let n = free.len().max(1) as u64;
+    free.get(usize::try_from(crate::allocator::spread_hash(&key) % n).unwrap_or(0)).copied().unwrap_or(ip)
 }
 
 /// Candidates one ADD walks, at most, through the summaries it read (a

@@ -146,7 +146,11 @@ impl MemStore {
         match self.call(op) {
             Some(Fault::Hang) => std::future::pending().await,
             Some(f) => Err(f.error(op)),
-            None => Ok(()),
+            None => {
+                // Every call is a round trip: let other ADDs run meanwhile, as they would.
+                tokio::task::yield_now().await;
+                Ok(())
+            }
         }
     }
 

@@ -57,7 +57,7 @@ pub(crate) fn bench_fanout(ctx: &Ctx, report: &mut String) {
     let _ = writeln!(
         report,
         "{AGENTS} watcher-example agents run, one per registered node name, each watching only its own node's leases (field \
-         selector `spec.node`, label selector `netendpoint.dev/role!=hold`: docs/agent-protocol.md) and holding its finalizer. \
+         selector `spec.node`, label selector `netendpoint.dev/role!=hold`: watcher-example/README.md) and holding its finalizer. \
          {cycles} cycles, round-robin over the nodes, each an ADD and the DEL of the same sandbox; every release ends when that \
          node's agent has removed its rule and its finalizer ({:.1} s for all, {failed} cycles failed). From \
          `apiserver_watch_events_total{{resource=\"networkendpoints\"}}`, the events the API server sent to every NetworkEndpoint \
