@@ -41,7 +41,7 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
     let key = conf.kubeconfig.as_path();
     let state = local.status_state(key);
     if state.failing_since.is_none()
-        && state.last_ok.is_some_and(|t| (0..secs(STATUS_CACHE)).contains(&now.saturating_sub(t)))
+        && state.last_ok.is_some_and(|t| (0..netendpoint_lease::clock::secs_ceil(STATUS_CACHE)).contains(&now.saturating_sub(t)))
     {
         debug!("STATUS: recent success reused");
         return Ok(());
@@ -59,7 +59,7 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
         Err(e) if is_transient(&e) => {
             let since = state.failing_since.unwrap_or(now);
             local.save_status_state(key, StatusState { last_ok: state.last_ok, failing_since: Some(since) });
-            if now.saturating_sub(since) >= secs(STATUS_UNREACHABLE_WINDOW) {
+            if now.saturating_sub(since) >= netendpoint_lease::clock::secs_ceil(STATUS_UNREACHABLE_WINDOW) {
                 Err(Error::NotReady(Box::new(e)))
             } else {
                 warn!(error = %e, unreachable_for_s = now.saturating_sub(since), "STATUS: API server unreachable; still ready within the window");
@@ -78,10 +78,6 @@ pub const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn is_transient(e: &Error) -> bool {
     e.is_transient()
-}
-
-fn secs(d: Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// The sightings GC keeps for `network`: one record per network, so that
