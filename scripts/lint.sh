@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cargo fmt --check, clippy -D warnings, then cargo-deny (deny.toml). Without rustfmt or clippy (which
+# cargo fmt --check, clippy -D warnings, the module-cycle check, then cargo-deny (deny.toml). Without rustfmt or clippy (which
 # scripts/deps.sh tries to install), a developer machine skips the lint with
 # a note; under CI=true that is a failure, so CI never passes unlinted.
 set -euo pipefail
@@ -17,6 +17,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# Each crate's module import graph has no cycle (a module never imports its caller).
+python3 scripts/module-cycles.py
 
 # Dependency audit (deny.toml): licenses, duplicate versions, sources and
 # RustSec advisories, with a pinned cargo-deny installed once from crates.io

@@ -279,7 +279,7 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
     for (name, uid) in &targets {
         // No UID: an incarnation answered early, perhaps not created yet.
         let res = if uid.is_empty() {
-            c.retrying("withdraw an early incarnation", || crate::sticky::withdraw(store, who, name)).await
+            c.retrying("withdraw an early incarnation", || crate::claim::withdraw(store, who, name)).await
         } else {
             c.retrying("delete a lease", || store.delete(name, uid))
                 .await

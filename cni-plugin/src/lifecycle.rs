@@ -41,7 +41,9 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
     let key = conf.kubeconfig.as_path();
     let state = local.status_state(key);
     if state.failing_since.is_none()
-        && state.last_ok.is_some_and(|t| (0..netendpoint_lease::clock::secs_ceil(STATUS_CACHE)).contains(&now.saturating_sub(t)))
+        && state
+            .last_ok
+            .is_some_and(|t| (0..netendpoint_lease::clock::secs_ceil(STATUS_CACHE)).contains(&now.saturating_sub(t)))
     {
         debug!("STATUS: recent success reused");
         return Ok(());

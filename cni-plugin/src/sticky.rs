@@ -22,12 +22,11 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::allocator::RangeSet;
-use crate::claim::Attachment;
 use crate::claim::{Claiming, Deadline, hold_object};
 use crate::config::StickyConfig;
 use crate::error::{Error, Result};
 use crate::local::LocalState;
-use crate::store::{Change, Leases, PodFacts, Store};
+use crate::store::{Change, PodFacts, Store};
 
 /// The claim an ADD's interface continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -312,39 +311,6 @@ fn same_request(a: &IncarnationRequest, b: &IncarnationRequest) -> bool {
 /// True if `r` is this attachment's request for incarnation `k`.
 fn is_mine<S>(c: &Claiming<'_, S>, r: &IncarnationRequest, k: u32) -> bool {
     r.incarnation == k && r.container_id == c.who.key.container_id && r.if_name == c.who.key.if_name
-}
-
-/// Ends incarnation `endpoint` of attachment `who`, answered early and
-/// perhaps not created yet: deletes the endpoint if the controller created
-/// it for this sandbox; otherwise withdraws the request from the hold (a
-/// resourceVersion-tested patch, so an endpoint created meanwhile is seen
-/// on the next read and deleted).
-pub async fn withdraw<S: Leases>(store: &S, who: &Attachment, endpoint: &str) -> Result<()> {
-    let Some((hold_name, k)) = netendpoint_lease::hold::hold_of_incarnation(endpoint) else { return Ok(()) };
-    for _ in 0..8 {
-        if let Some(ep) = store.get(endpoint).await? {
-            if who.owns(&ep) && !ep.is_releasing() {
-                store.delete(endpoint, ep.metadata.uid.as_deref().unwrap_or_default()).await?;
-                info!(lease = %endpoint, "release requested");
-            }
-            return Ok(());
-        }
-        let Some(hold) = store.get(hold_name).await? else { return Ok(()) };
-        let status = hold.status.clone().unwrap_or_default();
-        let ours = status.request.as_ref().is_some_and(|r| {
-            r.incarnation == k && r.container_id == who.key.container_id && r.if_name == who.key.if_name
-        });
-        if !ours && status.incarnation.unwrap_or(0) < k {
-            debug!(hold = %hold_name, "no request of this sandbox left on the hold");
-            return Ok(());
-        }
-        if ours && store.patch(hold_name, &netendpoint_lease::hold::withdraw_patch(&hold), true).await?.is_some() {
-            info!(hold = %hold_name, incarnation = k, "request withdrawn: the sandbox went before its incarnation");
-            return Ok(());
-        }
-        // The hold moved on (its incarnation may be ours now): read again.
-    }
-    Err(Error::Inconsistent(format!("the sticky hold {hold_name} kept changing while its request was withdrawn")))
 }
 
 /// What incarnation `k` still waits for, for the error when `waitForOld`
