@@ -240,39 +240,7 @@ impl IpamConfig {
     /// Validates the `ipam` object of network `network`.
     pub fn parse(ipam: &Value, network: &str) -> Result<Self> {
         let raw: RawIpam = serde_json::from_value(ipam.clone()).map_err(|e| Error::config("ipam", &e.to_string()))?;
-        let exclude = raw
-            .exclude
-            .iter()
-            .enumerate()
-            .map(|(i, s)| parse_cidr(&format!("ipam.exclude[{i}]"), s))
-            .collect::<Result<Vec<_>>>()?;
-        if raw.ranges.is_empty() {
-            return Err(Error::config("ipam.ranges", "must list at least one range set"));
-        }
-        let mut range_sets = Vec::with_capacity(raw.ranges.len());
-        for (i, set) in raw.ranges.iter().enumerate() {
-            if set.is_empty() {
-                return Err(Error::config(&format!("ipam.ranges[{i}]"), "is an empty range set"));
-            }
-            let mut ranges = Vec::with_capacity(set.len());
-            for (j, r) in set.iter().enumerate() {
-                ranges.push(parse_range(&format!("ipam.ranges[{i}][{j}]"), r)?);
-            }
-            let family = ranges[0].start.is_ipv4();
-            if let Some(j) = ranges.iter().position(|r| r.start.is_ipv4() != family) {
-                return Err(Error::config(
-                    &format!("ipam.ranges[{i}][{j}].subnet"),
-                    "mixes IP families within one range set (use one range set per family)",
-                ));
-            }
-            range_sets.push(RangeSet { ranges, exclude: exclude.clone() });
-        }
-        check_overlaps(&range_sets)?;
-        for (i, set) in range_sets.iter().enumerate() {
-            if set.capacity() == 0 {
-                return Err(Error::config(&format!("ipam.ranges[{i}]"), "has no usable address after exclusions"));
-            }
-        }
+        let range_sets = parse_range_sets(&raw)?;
         let routes = raw
             .routes
             .iter()
@@ -282,66 +250,10 @@ impl IpamConfig {
                     .map_err(|e| Error::config(&format!("ipam.routes[{i}]"), &format!("{v}: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-
-        let pool = raw.pool.unwrap_or_else(|| network.to_string());
-        if !netendpoint_crd::is_dns1123_subdomain(&pool) || pool.len() > netendpoint_crd::MAX_POOL_NAME_LEN {
-            return Err(Error::config(
-                "ipam.pool",
-                &format!(
-                    "{pool:?} must be a lowercase DNS-1123 subdomain of at most {} characters (it defaults to the network name)",
-                    netendpoint_crd::MAX_POOL_NAME_LEN
-                ),
-            ));
-        }
-        for (i, f) in raw.finalizers.iter().enumerate() {
-            if !is_qualified_finalizer(f) {
-                return Err(Error::config(
-                    &format!("ipam.finalizers[{i}]"),
-                    &format!("{f:?} must be a qualified name such as \"example.com/route-agent\""),
-                ));
-            }
-        }
-        if let Some(level) = &raw.log.level
-            && !["error", "warn", "info", "debug", "trace"].contains(&level.as_str())
-        {
-            return Err(Error::config(
-                "ipam.log.level",
-                &format!("{level:?} is not one of error, warn, info, debug, trace"),
-            ));
-        }
-        if let Some(n) = &raw.node_name
-            && n.is_empty()
-        {
-            return Err(Error::config("ipam.nodeName", "must not be empty when set"));
-        }
-        let timeout = bounded("ipam.timeout", raw.timeout.as_deref(), DEFAULT_TIMEOUT, MAX_TIMEOUT)?;
-        if timeout < CLEANUP_RESERVE * 2 {
-            return Err(Error::config(
-                "ipam.timeout",
-                &format!(
-                    "{:?} is too short: at least {}",
-                    raw.timeout.unwrap_or_default(),
-                    duration::format(CLEANUP_RESERVE * 2)
-                ),
-            ));
-        }
+        let pool = raw.pool.clone().unwrap_or_else(|| network.to_string());
+        check_names(&raw, &pool)?;
+        let (timeout, wait_for_release) = parse_waits(&raw)?;
         let max_wait = timeout.saturating_sub(CLEANUP_RESERVE * 2);
-        let wait_for_release = bounded(
-            "ipam.waitForRelease",
-            raw.wait_for_release.as_deref(),
-            DEFAULT_WAIT_FOR_RELEASE.min(max_wait),
-            max_wait,
-        )
-        .map_err(|e| match e {
-            Error::InvalidConfig { field, reason } => Error::InvalidConfig {
-                field,
-                reason: format!(
-                    "{reason} (it must leave 10s of ipam.timeout, {}, for the rest of ADD)",
-                    duration::format(timeout)
-                ),
-            },
-            other => other,
-        })?;
         let cross_node = match raw.cross_node.as_deref() {
             Some("plugin") => CrossNode::Plugin,
             None | Some("controller") => CrossNode::Controller,
@@ -350,16 +262,17 @@ impl IpamConfig {
             }
         };
         let sticky = raw.sticky.as_ref().map(|v| StickyConfig::parse(v, wait_for_release, max_wait)).transpose()?;
+        if raw.vanished_node_grace.is_some() {
+            tracing::warn!(
+                "ipam.vanishedNodeGrace is ignored: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)"
+            );
+        }
         Ok(Self {
             sticky,
             pool,
             network: network.to_string(),
             range_sets,
             routes,
-            kubeconfig: raw.kubeconfig.unwrap_or_else(|| DEFAULT_KUBECONFIG.into()),
-            node_name: raw.node_name,
-            node_name_file: raw.node_name_file.unwrap_or_else(|| DEFAULT_NODE_NAME_FILE.into()),
-            finalizers: raw.finalizers,
             force_release_after: bounded(
                 "ipam.forceReleaseAfter",
                 raw.force_release_after.as_deref(),
@@ -368,26 +281,130 @@ impl IpamConfig {
             )?,
             wait_for_release,
             timeout,
-            vanished_node_grace: {
-                if raw.vanished_node_grace.is_some() {
-                    tracing::warn!(
-                        "ipam.vanishedNodeGrace is ignored: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)"
-                    );
-                }
-                bounded(
-                    "ipam.vanishedNodeGrace",
-                    raw.vanished_node_grace.as_deref(),
-                    DEFAULT_VANISHED_NODE_GRACE,
-                    MAX_BOUND,
-                )?
-            },
+            vanished_node_grace: bounded(
+                "ipam.vanishedNodeGrace",
+                raw.vanished_node_grace.as_deref(),
+                DEFAULT_VANISHED_NODE_GRACE,
+                MAX_BOUND,
+            )?,
             gc_grace: bounded("ipam.gcGrace", raw.gc_grace.as_deref(), DEFAULT_GC_GRACE, MAX_BOUND)?,
+            kubeconfig: raw.kubeconfig.unwrap_or_else(|| DEFAULT_KUBECONFIG.into()),
+            node_name: raw.node_name,
+            node_name_file: raw.node_name_file.unwrap_or_else(|| DEFAULT_NODE_NAME_FILE.into()),
+            finalizers: raw.finalizers,
             log: raw.log,
             data_dir: raw.data_dir.unwrap_or_else(|| DEFAULT_DATA_DIR.into()),
             cross_node,
             static_ips: raw.static_ips,
         })
     }
+}
+
+/// `ipam.ranges` and `ipam.exclude`: each range set of one family, with
+/// usable addresses, and no two overlapping.
+fn parse_range_sets(raw: &RawIpam) -> Result<Vec<RangeSet>> {
+    let exclude = raw
+        .exclude
+        .iter()
+        .enumerate()
+        .map(|(i, s)| parse_cidr(&format!("ipam.exclude[{i}]"), s))
+        .collect::<Result<Vec<_>>>()?;
+    if raw.ranges.is_empty() {
+        return Err(Error::config("ipam.ranges", "must list at least one range set"));
+    }
+    let mut range_sets = Vec::with_capacity(raw.ranges.len());
+    for (i, set) in raw.ranges.iter().enumerate() {
+        if set.is_empty() {
+            return Err(Error::config(&format!("ipam.ranges[{i}]"), "is an empty range set"));
+        }
+        let mut ranges = Vec::with_capacity(set.len());
+        for (j, r) in set.iter().enumerate() {
+            ranges.push(parse_range(&format!("ipam.ranges[{i}][{j}]"), r)?);
+        }
+        let family = ranges[0].start.is_ipv4();
+        if let Some(j) = ranges.iter().position(|r| r.start.is_ipv4() != family) {
+            return Err(Error::config(
+                &format!("ipam.ranges[{i}][{j}].subnet"),
+                "mixes IP families within one range set (use one range set per family)",
+            ));
+        }
+        range_sets.push(RangeSet { ranges, exclude: exclude.clone() });
+    }
+    check_overlaps(&range_sets)?;
+    for (i, set) in range_sets.iter().enumerate() {
+        if set.capacity() == 0 {
+            return Err(Error::config(&format!("ipam.ranges[{i}]"), "has no usable address after exclusions"));
+        }
+    }
+    Ok(range_sets)
+}
+
+/// The pool name, the finalizers, the log level and the node name.
+fn check_names(raw: &RawIpam, pool: &str) -> Result<()> {
+    if !netendpoint_crd::is_dns1123_subdomain(pool) || pool.len() > netendpoint_crd::MAX_POOL_NAME_LEN {
+        return Err(Error::config(
+            "ipam.pool",
+            &format!(
+                "{pool:?} must be a lowercase DNS-1123 subdomain of at most {} characters (it defaults to the network name)",
+                netendpoint_crd::MAX_POOL_NAME_LEN
+            ),
+        ));
+    }
+    for (i, f) in raw.finalizers.iter().enumerate() {
+        if !is_qualified_finalizer(f) {
+            return Err(Error::config(
+                &format!("ipam.finalizers[{i}]"),
+                &format!("{f:?} must be a qualified name such as \"example.com/route-agent\""),
+            ));
+        }
+    }
+    if let Some(level) = &raw.log.level
+        && !["error", "warn", "info", "debug", "trace"].contains(&level.as_str())
+    {
+        return Err(Error::config(
+            "ipam.log.level",
+            &format!("{level:?} is not one of error, warn, info, debug, trace"),
+        ));
+    }
+    if let Some(n) = &raw.node_name
+        && n.is_empty()
+    {
+        return Err(Error::config("ipam.nodeName", "must not be empty when set"));
+    }
+    Ok(())
+}
+
+/// `ipam.timeout`, and `ipam.waitForRelease`, which must leave 10 s of it.
+fn parse_waits(raw: &RawIpam) -> Result<(Duration, Duration)> {
+    let timeout = bounded("ipam.timeout", raw.timeout.as_deref(), DEFAULT_TIMEOUT, MAX_TIMEOUT)?;
+    if timeout < CLEANUP_RESERVE * 2 {
+        return Err(Error::config(
+            "ipam.timeout",
+            &format!(
+                "{:?} is too short: at least {}",
+                raw.timeout.clone().unwrap_or_default(),
+                duration::format(CLEANUP_RESERVE * 2)
+            ),
+        ));
+    }
+    let max_wait = timeout.saturating_sub(CLEANUP_RESERVE * 2);
+    let wait_for_release = bounded(
+        "ipam.waitForRelease",
+        raw.wait_for_release.as_deref(),
+        DEFAULT_WAIT_FOR_RELEASE.min(max_wait),
+        max_wait,
+    )
+    .map_err(|e| match e {
+        Error::InvalidConfig { field, reason } => Error::InvalidConfig {
+            field,
+            reason: format!(
+                "{reason} (it must leave 10s of ipam.timeout, {}, for the rest of ADD)",
+                duration::format(timeout)
+            ),
+        },
+        other => other,
+    })?;
+    Ok((timeout, wait_for_release))
 }
 
 fn parse_cidr(field: &str, s: &str) -> Result<IpNet> {

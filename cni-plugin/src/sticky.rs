@@ -207,6 +207,48 @@ async fn continue_hold<S: Store>(
     Err(Error::Inconsistent(format!("the sticky hold {name} kept changing")))
 }
 
+/// What a hold says of this ADD's incarnation `k`.
+enum HoldSays {
+    /// Accepted while the previous incarnation lives (a claim's live
+    /// migration): the endpoint-to-be, answered at once.
+    Early(NetworkEndpoint),
+    /// Incarnation `k` (or a later one) exists: read it.
+    Created,
+    /// The request is not this ADD's any more, or the hold ends: why.
+    Refused(String),
+    /// Still asked for.
+    Waiting,
+}
+
+/// What `hold` says of incarnation `k` for the ADD `c`.
+fn hold_says<S>(c: &Claiming<'_, S>, hold: &NetworkEndpoint, k: u32) -> HoldSays {
+    let status = hold.status.clone().unwrap_or_default();
+    let current = status.incarnation.unwrap_or(0);
+    if current < k
+        && let Some(r) = status.request.as_ref().filter(|r| r.accepted && is_mine(c, r, k))
+        && let Some(ep) = netendpoint_lease::hold::incarnation_object(hold, r)
+    {
+        return HoldSays::Early(ep);
+    }
+    if current >= k {
+        return HoldSays::Created;
+    }
+    // The first incarnation is asked by the hold's spec; the controller
+    // refuses it by setting a message with no request.
+    let first_refused = k == 1 && status.request.is_none() && status.message.is_some();
+    let ours = status.request.as_ref().is_some_and(|r| is_mine(c, r, k))
+        || (k == 1 && hold.spec.container_id == c.who.key.container_id && !first_refused);
+    if !ours || releasing(hold) {
+        return HoldSays::Refused(status.message.unwrap_or_else(|| "another request replaced this one".into()));
+    }
+    HoldSays::Waiting
+}
+
+/// The error of an ADD that waited for its incarnation in vain.
+fn sticky_wait<S>(c: &Claiming<'_, S>, ip: IpAddr, hold: &str, waiting_for: String, wait: Deadline) -> Error {
+    Error::StickyWait { pool: c.conf.pool.clone(), ip, lease: hold.to_string(), waiting_for, waited: wait.waited() }
+}
+
 /// Waits, until `wait`, for the controller to create incarnation `k` of
 /// `hold` for this attachment, watching the hold by name.
 async fn wait_for_incarnation<S: Store>(
@@ -221,61 +263,38 @@ async fn wait_for_incarnation<S: Store>(
     let mut cur = hold.clone();
     let mut logged = false;
     loop {
-        let status = cur.status.clone().unwrap_or_default();
-        if status.incarnation.unwrap_or(0) < k
-            && let Some(r) = status.request.as_ref().filter(|r| r.accepted && is_mine(c, r, k))
-            && let Some(ep) = netendpoint_lease::hold::incarnation_object(&cur, r)
-        {
-            // A claim's live migration: the controller checked this Pod
-            // while the previous incarnation is live. Answer with the
-            // address; the endpoint follows once the previous one is gone.
-            info!(hold = %hold_name, incarnation = k, waited_ms = wait.waited().as_millis() as u64,
-                "request accepted while the previous incarnation is live: answering with the claim's address");
-            c.answered_early.push(ep.clone());
-            return Ok(ep);
-        }
-        if status.incarnation.unwrap_or(0) >= k {
-            match c.retrying("read the new incarnation", || c.store.get(&endpoint)).await? {
-                Some(ep) if c.who.owns(&ep) && !ep.is_releasing() => {
-                    info!(lease = %endpoint, waited_ms = wait.waited().as_millis() as u64, "the claim's incarnation is ours");
-                    // Created for this ADD: released again if the ADD fails.
-                    c.created.push(ep.clone());
-                    return Ok(ep);
-                }
-                _ => {
-                    return Err(Error::StickyWait {
-                        pool: c.conf.pool.clone(),
-                        ip,
-                        lease: hold_name,
-                        waiting_for: format!("incarnation {k}, which went to another sandbox"),
-                        waited: wait.waited(),
-                    });
-                }
+        match hold_says(c, &cur, k) {
+            HoldSays::Early(ep) => {
+                info!(hold = %hold_name, incarnation = k, waited_ms = wait.waited().as_millis() as u64,
+                    "request accepted while the previous incarnation is live: answering with the claim's address");
+                c.answered_early.push(ep.clone());
+                return Ok(ep);
             }
-        }
-        // The first incarnation is asked by the hold's spec; the controller
-        // refuses it by setting a message with no request.
-        let first_refused = k == 1 && status.request.is_none() && status.message.is_some();
-        let ours = status.request.as_ref().is_some_and(|r| is_mine(c, r, k))
-            || (k == 1 && cur.spec.container_id == c.who.key.container_id && !first_refused);
-        if !ours || releasing(&cur) {
-            let why = status.message.clone().unwrap_or_else(|| "another request replaced this one".into());
-            return Err(Error::StickyWait {
-                pool: c.conf.pool.clone(),
-                ip,
-                lease: hold_name,
-                waiting_for: format!("incarnation {k}, which the controller did not create: {why}"),
-                waited: wait.waited(),
-            });
+            HoldSays::Created => {
+                return match c.retrying("read the new incarnation", || c.store.get(&endpoint)).await? {
+                    Some(ep) if c.who.owns(&ep) && !ep.is_releasing() => {
+                        info!(lease = %endpoint, waited_ms = wait.waited().as_millis() as u64, "the claim's incarnation is ours");
+                        // Created for this ADD: released again if the ADD fails.
+                        c.created.push(ep.clone());
+                        Ok(ep)
+                    }
+                    _ => Err(sticky_wait(
+                        c,
+                        ip,
+                        &hold_name,
+                        format!("incarnation {k}, which went to another sandbox"),
+                        wait,
+                    )),
+                };
+            }
+            HoldSays::Refused(why) => {
+                let what = format!("incarnation {k}, which the controller did not create: {why}");
+                return Err(sticky_wait(c, ip, &hold_name, what, wait));
+            }
+            HoldSays::Waiting => {}
         }
         if wait.passed() {
-            return Err(Error::StickyWait {
-                pool: c.conf.pool.clone(),
-                ip,
-                lease: hold_name,
-                waiting_for: waiting_for(c, &cur, k).await,
-                waited: wait.waited(),
-            });
+            return Err(sticky_wait(c, ip, &hold_name, waiting_for(c, &cur, k).await, wait));
         }
         if !logged {
             logged = true;
@@ -285,13 +304,7 @@ async fn wait_for_incarnation<S: Store>(
         match c.store.next_change(&hold_name, &rv, wait.remaining().min(Duration::from_secs(30))).await? {
             Change::Changed(now) => cur = *now,
             Change::Gone => {
-                return Err(Error::StickyWait {
-                    pool: c.conf.pool.clone(),
-                    ip,
-                    lease: hold_name,
-                    waiting_for: "a hold that ended meanwhile".into(),
-                    waited: wait.waited(),
-                });
+                return Err(sticky_wait(c, ip, &hold_name, "a hold that ended meanwhile".into(), wait));
             }
             Change::Quiet => {
                 if let Some(now) = c.store.get(&hold_name).await? {
