@@ -211,7 +211,7 @@ async fn continue_hold<S: Store>(
 enum HoldSays {
     /// Accepted while the previous incarnation lives (a claim's live
     /// migration): the endpoint-to-be, answered at once.
-    Early(NetworkEndpoint),
+    Early(Box<NetworkEndpoint>),
     /// Incarnation `k` (or a later one) exists: read it.
     Created,
     /// The request is not this ADD's any more, or the hold ends: why.
@@ -228,7 +228,7 @@ fn hold_says<S>(c: &Claiming<'_, S>, hold: &NetworkEndpoint, k: u32) -> HoldSays
         && let Some(r) = status.request.as_ref().filter(|r| r.accepted && is_mine(c, r, k))
         && let Some(ep) = netendpoint_lease::hold::incarnation_object(hold, r)
     {
-        return HoldSays::Early(ep);
+        return HoldSays::Early(Box::new(ep));
     }
     if current >= k {
         return HoldSays::Created;
@@ -267,8 +267,8 @@ async fn wait_for_incarnation<S: Store>(
             HoldSays::Early(ep) => {
                 info!(hold = %hold_name, incarnation = k, waited_ms = wait.waited().as_millis() as u64,
                     "request accepted while the previous incarnation is live: answering with the claim's address");
-                c.answered_early.push(ep.clone());
-                return Ok(ep);
+                c.answered_early.push((*ep).clone());
+                return Ok(*ep);
             }
             HoldSays::Created => {
                 return match c.retrying("read the new incarnation", || c.store.get(&endpoint)).await? {
