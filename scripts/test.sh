@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, unit tests, then everything against the real
-# API server (started here, stopped on exit whatever happens), then the
-# scenarios on a real node.
+# The whole test suite: fmt and clippy, unit tests, then everything against
+# the real API server (started here, stopped on exit whatever happens), then
+# the scenarios on a real node. The dependency audit is `make audit` (and
+# part of `make lint`): off this path, because a fresh machine would compile
+# cargo-deny first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 env_dir="${TESTENV:-$PWD/.testenv}"
@@ -14,7 +16,7 @@ if [ "$free_gb" -lt 10 ]; then
   echo "warning: only ${free_gb} GiB free on this file system; a cold build and test run needs about 10 GiB" >&2
 fi
 
-echo "== lint"
+echo "== lint (fmt, clippy)"
 scripts/lint.sh
 
 echo "== starting kube-apiserver + etcd ($env_dir)"
