@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint audit unit test e2e demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd lint audit unit test images e2e demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -46,6 +46,13 @@ unit:
 # even when tests fail.
 test: tools build
 	@scripts/test.sh
+
+# The images of deploy/ from the workspace, with no registry: static (musl)
+# binaries packed as the Containerfiles lay them out, as OCI archives in
+# target/images, with an overlay of deploy/ that uses them
+# (docs/install.md, "Build the images").
+images: deps
+	@scripts/images.sh
 
 # A real node (kubelet, containerd, runc; tests/node) drives netendpoint
 # through the scenarios of docs/testing.md, "A real node". Needs root; torn

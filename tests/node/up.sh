@@ -59,7 +59,10 @@ for _ in $(seq 1 100); do ctr version >/dev/null 2>&1 && break; sleep 0.1; done
 ctr version >/dev/null 2>&1 || { tail -n 20 "$NODE_DIR/logs/containerd.log" >&2; exit 1; }
 
 say "images (built locally: no registry is reachable)"
-"$repo/tests/node/mkimage.sh" localhost/netendpoint-e2e/pause:1 "$NODE_DIR/images/pause.tar" "$nbin/pause"
+mkdir -p "$NODE_DIR/images/pause"
+install -m 0755 "$nbin/pause" "$NODE_DIR/images/pause/pause"
+"$repo/scripts/mkimage.sh" localhost/netendpoint-e2e/pause:1 "$NODE_DIR/images/pause.tar" "$NODE_DIR/images/pause" \
+  --entrypoint /pause >/dev/null
 ctr -n k8s.io images import "$NODE_DIR/images/pause.tar" >/dev/null 2>&1
 
 say "kubelet as node $NODE_NAME"
