@@ -54,9 +54,10 @@ test: tools build
 images: deps
 	@scripts/images.sh
 
-# A real node (kubelet, containerd, runc; tests/node) drives netendpoint
-# through the scenarios of docs/testing.md, "A real node". Needs root; torn
-# down on exit, pass or fail.
+# A real node (kubelet, containerd, runc; tests/node) with netendpoint
+# installed from `make images` through deploy/, as a user installs it, runs
+# the scenarios of docs/testing.md, "A real node". Needs root; torn down on
+# exit, pass or fail.
 e2e: tools
 	@scripts/e2e.sh
 
