@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint audit unit test images e2e demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd lint audit unit test images e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -60,6 +60,11 @@ images: deps
 # exit, pass or fail.
 e2e: tools
 	@scripts/e2e.sh
+
+# An upgrade on the real node from the release before (a fixed earlier
+# commit, built as `make images` builds this tree) to this tree; needs root.
+e2e-upgrade: tools
+	@scripts/e2e-upgrade.sh
 
 # The seed scenario on the real node, driven by kubectl, with the leases and
 # the agent's log of the reused IP printed (scenario A of `make e2e`).

@@ -16,7 +16,7 @@
 #                        references for these: `kubectl apply -k target/images`
 #
 # IMAGES_SRC: the source tree to build (default: this one; the upgrade test
-# builds an earlier commit). IMAGES_REPO: the repository prefix of the
+# builds an earlier commit, in that tree's own target directory). IMAGES_REPO: the repository prefix of the
 # references (default localhost/netendpoint). The tag is the version and the
 # first 12 hex digits of the manifest digest, so it changes with the content.
 set -euo pipefail
@@ -26,7 +26,15 @@ src=$(cd "${IMAGES_SRC:-.}" && pwd)
 out=${IMAGES_OUT:-$repo_root/target/images}
 prefix=${IMAGES_REPO:-localhost/netendpoint}
 triple=x86_64-unknown-linux-musl
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo_root/target}
+# Another tree builds in its own target directory: cargo hashes workspace
+# members by their path relative to the workspace, and judges freshness by
+# mtimes, so two trees sharing one target directory would take each other's
+# binaries for up to date.
+if [ "$src" = "$repo_root" ]; then
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo_root/target}
+else
+  export CARGO_TARGET_DIR=$src/target
+fi
 
 rustup target list --installed 2>/dev/null | grep -qx "$triple" ||
   { echo "images: the Rust target $triple is not installed (rustup target add $triple)" >&2; exit 1; }
