@@ -372,8 +372,10 @@ t_lead=$(( $(now_ms) - start ))
 touch "$f.stop"; wait "$spid"
 leader_after=$(leader)
 # Leadership gap: the old holder's last renewal to the first sample of a new holder's acquisition.
+# A sample with no holder (null) counts as neither.
 read -r last_renew new_acquire moves < <(awk -v old="$leader_before" '
-  $2 == old { r = $3 } $2 != old && $2 != "" && !a { a = $4 } $2 != prev && prev != "" { m++ } { prev = $2 }
+  $2 == "" || $2 == "null" { next }
+  $2 == old { r = $3 } $2 != old && !a { a = $4 } $2 != prev && prev != "" { m++ } { prev = $2 }
   END { print r, a, m + 0 }' "$f")
 [ -n "$last_renew" ] && [ -n "$new_acquire" ] || fail "the Lease samples show no move of leadership ($leader_before -> $leader_after)"
 lead_gap=$(( $(ms_of "$new_acquire") - $(ms_of "$last_renew") ))
