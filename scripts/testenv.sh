@@ -7,6 +7,8 @@
 # server restart, as the real-node scenarios need).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The kubectl built with the test API server (scripts/tools.sh), as new as it.
+kubectl() { if [ -x tests/bin/kubectl ]; then tests/bin/kubectl "$@"; else command kubectl "$@"; fi; }
 cmd=${1:?start|stop}
 dir=${2:-.testenv}
 case "$cmd" in
@@ -22,9 +24,11 @@ case "$cmd" in
       tail -n 30 "$dir/apiserver.log" >&2
       exit 1
     fi
-    tests/bin/kubectl --kubeconfig "$dir/kubeconfig" apply -f deploy/crd.yaml >/dev/null
-    tests/bin/kubectl --kubeconfig "$dir/kubeconfig" wait --for condition=established --timeout=60s \
-      crd/networkendpoints.netendpoint.dev >/dev/null
+    # netendpoint's CRDs, and the IPAMClaim API its sticky claims use.
+    kubectl --kubeconfig "$dir/kubeconfig" apply -f deploy/crd.yaml -f tests/fixtures/ipamclaims-crd.yaml >/dev/null
+    kubectl --kubeconfig "$dir/kubeconfig" wait --for condition=established --timeout=60s \
+      crd/networkendpoints.netendpoint.dev crd/networkendpointshards.netendpoint.dev \
+      crd/networkendpointneeds.netendpoint.dev crd/ipamclaims.k8s.cni.cncf.io >/dev/null
     ;;
   resume)
     server=$(sed -n 's/^ *server: *//p' "$dir/kubeconfig" | head -n1)

@@ -118,13 +118,23 @@ impl RangeSet {
         Candidates { ranges, segments: segments.into_iter(), walk: None }
     }
 
-    /// Per range, its bounds and the merged spans inside it that are never
-    /// handed out. O(e log e) for e exclusions.
-    /// The usable addresses of `block` (see [`block_of`]), in ascending order.
-    /// At most [`BLOCK_SIZE`] addresses are looked at.
-    pub fn block_candidates(&self, block: u128, like: IpAddr) -> impl Iterator<Item = IpAddr> + '_ {
-        let lo = block << BLOCK_BITS;
-        (lo..=lo | (BLOCK_SIZE - 1)).map(move |v| from_u128(like, v)).filter(move |ip| self.is_usable(*ip))
+    /// Usable addresses in the shard starting at `first` (see
+    /// `netendpoint_lease::summary`): at most one shard's worth are looked at.
+    pub fn usable_in_shard(&self, first: IpAddr) -> usize {
+        let lo = to_u128(first);
+        (lo..lo.saturating_add(u128::from(netendpoint_crd::SHARD_SIZE)))
+            .map(|v| from_u128(first, v))
+            .filter(|ip| self.is_usable(*ip))
+            .count()
+    }
+
+    /// True if some range of the set overlaps the shard starting at `first`.
+    pub fn touches_shard(&self, first: IpAddr) -> bool {
+        let lo = to_u128(first);
+        let hi = lo.saturating_add(u128::from(netendpoint_crd::SHARD_SIZE) - 1);
+        self.ranges
+            .iter()
+            .any(|r| r.start.is_ipv4() == first.is_ipv4() && to_u128(r.start) <= hi && to_u128(r.end) >= lo)
     }
 
     /// Where a node with no cursor yet starts its round-robin: a point
@@ -254,21 +264,8 @@ impl Iterator for Candidates {
     }
 }
 
-/// log2 of [`BLOCK_SIZE`].
-pub const BLOCK_BITS: u32 = 6;
-/// Addresses per block: an aligned IPv4 /26 or IPv6 /122. A block is the
-/// unit an ADD lists when its first probes miss, so the cost of that list is
-/// bounded by the block, not by the pool: 64 leases of metadata are about
-/// 53 KB, under the 64 KiB an ADD may read.
-pub const BLOCK_SIZE: u128 = 1 << BLOCK_BITS;
-
 /// Sets larger than this spread their nodes' start points (one IPv4 /24).
 pub const SPREAD_ABOVE: u128 = 256;
-
-/// The block holding `ip` (its address shifted right by [`BLOCK_BITS`]).
-pub fn block_of(ip: IpAddr) -> u128 {
-    to_u128(ip) >> BLOCK_BITS
-}
 
 /// A well-mixed 64-bit hash of `key` (FNV-1a, then the splitmix64 finaliser),
 /// stable across versions and platforms.
@@ -589,16 +586,12 @@ mod tests {
     }
 
     #[test]
-    fn block_candidates_stay_in_their_block() {
+    fn shards_count_their_usable_addresses_and_know_their_ranges() {
         let s = excluding(set("10.0.0.0/23"), &["10.0.1.16/28"]);
-        let b = block_of(ip("10.0.1.77"));
-        let all: Vec<IpAddr> = s.block_candidates(b, ip("10.0.0.0")).collect();
-        assert_eq!(all.len(), 64, "10.0.1.64/26, clear of the exclusion and the broadcast address");
-        let b2 = block_of(ip("10.0.1.200"));
-        assert_eq!(s.block_candidates(b2, ip("10.0.0.0")).count(), 63, "the broadcast address is not usable");
-        let b3 = block_of(ip("10.0.1.20"));
-        assert_eq!(s.block_candidates(b3, ip("10.0.0.0")).count(), 64 - 16, "nor is the exclusion");
-        assert!(all.iter().all(|a| block_of(*a) == b && s.is_usable(*a)));
-        assert_eq!(s.block_candidates(block_of(ip("10.0.0.0")), ip("10.0.0.0")).next(), Some(ip("10.0.0.2")));
+        assert_eq!(s.usable_in_shard(ip("10.0.0.0")), 254, "network address and gateway out");
+        assert_eq!(s.usable_in_shard(ip("10.0.1.0")), 256 - 16 - 1, "exclusion and broadcast out");
+        assert_eq!(s.usable_in_shard(ip("10.0.2.0")), 0);
+        assert!(s.touches_shard(ip("10.0.1.0")) && !s.touches_shard(ip("10.0.2.0")));
+        assert!(!s.touches_shard(ip("::")), "another family");
     }
 }

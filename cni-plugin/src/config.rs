@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use netendpoint_crd::duration;
-use netendpoint_crd::pools::Capacity;
+use netendpoint_lease::pools::Capacity;
 
 use crate::allocator::{Range, RangeSet};
 use crate::error::{Error, Result};
@@ -86,8 +86,8 @@ pub struct IpamConfig {
     pub cross_node: CrossNode,
     /// `ipam.staticIPs`: where an ADD may be asked for given addresses.
     pub static_ips: StaticIpsConfig,
-    /// Sticky IPs for Pods of the configured owner kinds (`ipam.sticky`); `None` is off.
-    pub sticky: Option<crate::sticky::StickyConfig>,
+    /// Sticky IPs for claims (`ipam.sticky`); `None` is off.
+    pub sticky: Option<StickyConfig>,
 }
 
 /// `ipam.staticIPs`. Requests in `runtimeConfig.ips`, `args.cni.ips` and
@@ -106,15 +106,82 @@ pub struct StaticIpsConfig {
 /// `ipam.crossNode`: which component releases leases the ADD's node does not hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CrossNode {
-    /// `"plugin"` (the default): an ADD in a full pool forces stuck releases
-    /// and reclaims leases of vanished nodes itself.
-    #[default]
+    /// `"plugin"`: an ADD in a full pool forces a release that outlived its
+    /// bound itself, on any node. The admission policies of `deploy/` refuse
+    /// this for other nodes' leases; for clusters without them.
     Plugin,
-    /// `"controller"`: the plugin never deletes or patches another node's
-    /// lease and never forces a release. An ADD that waits in a full pool
-    /// records one `IPNeeded` Event naming the pool, and
+    /// `"controller"` (the default): the plugin never deletes or patches
+    /// another node's lease and never forces a release. An ADD that waits
+    /// in a full pool raises its node's `NetworkEndpointNeed`, and
     /// `netendpoint-controller` forces the oldest eligible release.
+    #[default]
     Controller,
+}
+
+/// Default of `ipam.sticky.stickyFor`.
+pub const DEFAULT_STICKY_FOR: Duration = Duration::from_secs(3600);
+/// Largest `ipam.sticky.stickyFor`: 30 days.
+pub const MAX_STICKY_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// `ipam.sticky`, validated: which Pods keep their address across
+/// recreations (see `docs/sticky-ips.md`). Absent means off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickyConfig {
+    /// StatefulSet Pods are sticky: their claim is `<pod>.<pool>`, which
+    /// the controller creates (`kinds` lists `StatefulSet`, the default).
+    pub stateful_sets: bool,
+    /// Read the Pod's network-selection annotation for its claim
+    /// (`claimsFromPods`, default false): one Pod GET per ADD that the
+    /// runtime passed no claim reference for.
+    pub claims_from_pods: bool,
+    /// How long a hold lasts once no incarnation is left (`stickyFor`).
+    pub sticky_for: Duration,
+    /// How long an ADD waits for its incarnation (`waitForOld`, default `waitForRelease`).
+    pub wait_for_old: Duration,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSticky {
+    kinds: Option<Vec<String>>,
+    claims_from_pods: Option<bool>,
+    sticky_for: Option<String>,
+    wait_for_old: Option<String>,
+}
+
+impl StickyConfig {
+    /// Validates `ipam.sticky`. `wait_for_release` is the default of
+    /// `waitForOld`; `max_wait` its largest value (what `ipam.timeout` leaves).
+    pub fn parse(v: &Value, wait_for_release: Duration, max_wait: Duration) -> Result<Self> {
+        let raw: RawSticky =
+            serde_json::from_value(v.clone()).map_err(|e| Error::config("ipam.sticky", &e.to_string()))?;
+        let kinds = raw.kinds.unwrap_or_else(|| vec!["StatefulSet".to_string()]);
+        for (i, k) in kinds.iter().enumerate() {
+            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
+                return Err(Error::config(&format!("ipam.sticky.kinds[{i}]"), &format!("{k:?} is not a kind name")));
+            }
+            if k != "StatefulSet" {
+                tracing::warn!(kind = %k, "ipam.sticky.kinds: only StatefulSet Pods get a claim from netendpoint; other workloads (VMs) keep their address through their own IPAMClaim");
+            }
+        }
+        let sticky_for =
+            bounded("ipam.sticky.stickyFor", raw.sticky_for.as_deref(), DEFAULT_STICKY_FOR, MAX_STICKY_FOR)?;
+        let wait_for_old =
+            bounded("ipam.sticky.waitForOld", raw.wait_for_old.as_deref(), wait_for_release.min(max_wait), max_wait)
+                .map_err(|e| match e {
+                    Error::InvalidConfig { field, reason } => Error::InvalidConfig {
+                        field,
+                        reason: format!("{reason} (it must leave 10s of ipam.timeout for the rest of ADD)"),
+                    },
+                    other => other,
+                })?;
+        Ok(Self {
+            stateful_sets: kinds.iter().any(|k| k == "StatefulSet"),
+            claims_from_pods: raw.claims_from_pods.unwrap_or(false),
+            sticky_for,
+            wait_for_old,
+        })
+    }
 }
 
 /// `ipam.log`.
@@ -276,17 +343,13 @@ impl IpamConfig {
             other => other,
         })?;
         let cross_node = match raw.cross_node.as_deref() {
-            None | Some("plugin") => CrossNode::Plugin,
-            Some("controller") => CrossNode::Controller,
+            Some("plugin") => CrossNode::Plugin,
+            None | Some("controller") => CrossNode::Controller,
             Some(other) => {
                 return Err(Error::config("ipam.crossNode", &format!("{other:?} is not \"plugin\" or \"controller\"")));
             }
         };
-        let sticky = raw
-            .sticky
-            .as_ref()
-            .map(|v| crate::sticky::StickyConfig::parse(v, wait_for_release, max_wait))
-            .transpose()?;
+        let sticky = raw.sticky.as_ref().map(|v| StickyConfig::parse(v, wait_for_release, max_wait)).transpose()?;
         Ok(Self {
             sticky,
             pool,
@@ -397,11 +460,9 @@ fn is_qualified_finalizer(f: &str) -> bool {
 /// Re-exported: the one duration grammar (`500ms`, `30s`, `5m`, `1h30m`).
 pub use netendpoint_crd::duration::parse as parse_duration;
 
-/// The capacity of every netendpoint `ipam` section of a network config (a
-/// `.conflist` with `plugins`, or a single `.conf`), keyed by the pool's
-/// label value; a section that does not validate gives its error instead.
-/// Other plugins' sections are skipped.
-pub fn pool_capacities(conf: &Value) -> Vec<Result<(String, Capacity)>> {
+/// Every netendpoint `ipam` section of a network config (a `.conf` or a
+/// `.conflist`), validated as the plugin validates it.
+pub fn ipam_sections(conf: &Value) -> Vec<Result<IpamConfig>> {
     let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
     let sections: Vec<&Value> = match conf.get("plugins").and_then(|p| p.as_array()) {
         Some(list) => list.iter().collect(),
@@ -411,30 +472,14 @@ pub fn pool_capacities(conf: &Value) -> Vec<Result<(String, Capacity)>> {
         .into_iter()
         .filter_map(|p| p.get("ipam"))
         .filter(|ipam| ipam.get("type").and_then(|t| t.as_str()) == Some("netendpoint"))
-        .map(|ipam| {
-            let c = IpamConfig::parse(ipam, network)?;
-            let mut cap = Capacity::default();
-            for set in &c.range_sets {
-                let n = set.capacity();
-                match set.ranges.first().map(|r| r.start.is_ipv4()) {
-                    Some(true) => cap.v4 = cap.v4.saturating_add(n),
-                    Some(false) => cap.v6 = cap.v6.saturating_add(n),
-                    None => {}
-                }
-            }
-            Ok((netendpoint_crd::label_value(&c.pool), cap))
-        })
+        .map(|ipam| IpamConfig::parse(ipam, network))
         .collect()
 }
 
-/// Pool capacities from network config files given as `(name, text)` (the
-/// keys of the ConfigMap the installer renders from, or files on disk): the
-/// capacities by pool label value, a later file overriding an earlier one for
-/// the same pool, and one message per file or section that gave none.
-pub fn capacities_in_files<'a>(
-    files: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> (std::collections::HashMap<String, Capacity>, Vec<String>) {
-    let mut caps = std::collections::HashMap::new();
+/// The netendpoint networks of a set of network config files (name,
+/// text), and a note for each file or section that does not validate.
+pub fn networks_in_files<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> (Vec<IpamConfig>, Vec<String>) {
+    let mut out = Vec::new();
     let mut problems = Vec::new();
     for (name, text) in files {
         let conf = match serde_json::from_str::<Value>(text) {
@@ -444,16 +489,74 @@ pub fn capacities_in_files<'a>(
                 continue;
             }
         };
-        for section in pool_capacities(&conf) {
+        for section in ipam_sections(&conf) {
             match section {
-                Ok((pool, cap)) => {
-                    caps.insert(pool, cap);
-                }
+                Ok(c) => out.push(c),
                 Err(e) => problems.push(format!("{name}: invalid ipam section ({e}); no capacity from it")),
             }
         }
     }
-    (caps, problems)
+    (out, problems)
+}
+
+impl IpamConfig {
+    /// The pool's usable addresses per IP family.
+    pub fn capacity(&self) -> Capacity {
+        let mut cap = Capacity::default();
+        for set in &self.range_sets {
+            let n = set.capacity();
+            match set.ranges.first().map(|r| r.start.is_ipv4()) {
+                Some(true) => cap.v4 = cap.v4.saturating_add(n),
+                Some(false) => cap.v6 = cap.v6.saturating_add(n),
+                None => {}
+            }
+        }
+        cap
+    }
+
+    /// What the admission policy reads of this pool (ConfigMap
+    /// `netendpoint-pools`): the CIDRs that cover its ranges, and, each
+    /// prefixed `!`, the gateways and the exclusions inside them.
+    pub fn admission_cidrs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for set in &self.range_sets {
+            for r in &set.ranges {
+                out.extend(cover(r.start, r.end).into_iter().map(|n| n.to_string()));
+                if let Some(g) = r.gateway.filter(|g| r.contains(*g)) {
+                    out.push(format!("!{}", IpNet::from(g)));
+                }
+            }
+            for x in &set.exclude {
+                if set
+                    .ranges
+                    .iter()
+                    .any(|r| x.contains(&r.start) || r.contains(x.network()) || r.contains(x.broadcast()))
+                {
+                    out.push(format!("!{x}"));
+                }
+            }
+        }
+        out.dedup();
+        out
+    }
+}
+
+/// The fewest CIDRs that cover exactly `start..=end`.
+fn cover(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
+    match (start, end) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => ipnet::Ipv4Subnets::new(a, b, 0).map(IpNet::V4).collect(),
+        (IpAddr::V6(a), IpAddr::V6(b)) => ipnet::Ipv6Subnets::new(a, b, 0).map(IpNet::V6).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Capacities by pool of a set of network config files, and a note for
+/// each file or section that does not validate.
+pub fn capacities_in_files<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> (std::collections::HashMap<String, Capacity>, Vec<String>) {
+    let (networks, problems) = networks_in_files(files);
+    (networks.iter().map(|c| (c.pool.clone(), c.capacity())).collect(), problems)
 }
 
 /// Reads the duration field `field`: `default` when absent, a code 7 error
@@ -524,9 +627,9 @@ mod tests {
         assert_eq!(c.wait_for_release, Duration::from_secs(2));
         assert_eq!(c.force_release_after, Duration::from_secs(5400));
         assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.cross_node, CrossNode::Controller, "the default: what the shipped policies allow");
+        let c = parse(json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "crossNode": "plugin"})).unwrap();
         assert_eq!(c.cross_node, CrossNode::Plugin);
-        let c = parse(json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "crossNode": "controller"})).unwrap();
-        assert_eq!(c.cross_node, CrossNode::Controller);
     }
 
     #[test]

@@ -281,6 +281,30 @@ impl Error {
         }
     }
 
+    /// Errors that a working node sees while the API server restarts or
+    /// sheds load: no connection, no answer, 429 and 5xx. Worth retrying
+    /// within the invocation's deadline.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::ApiUnreachable { .. } | Self::DeadlineExceeded { .. } => true,
+            Self::Api { source: kube::Error::Api(s), .. } => s.code == 429 || s.code >= 500,
+            Self::Many(errs) => errs.iter().all(Error::is_transient),
+            _ => false,
+        }
+    }
+
+    /// True when the request that failed was refused outright, so it wrote
+    /// nothing (credentials, permissions, a missing CRD, admission).
+    pub fn wrote_nothing(&self) -> bool {
+        match self {
+            Self::ApiDenied { .. } | Self::CrdMissing | Self::Credentials { .. } | Self::Kubeconfig { .. } => true,
+            Self::Api { source: kube::Error::Api(s), .. } => {
+                (400..500).contains(&s.code) && s.code != 408 && s.code != 429
+            }
+            _ => false,
+        }
+    }
+
     /// `Ok` when `errors` is empty; otherwise every error, in order.
     pub fn collect(mut errors: Vec<Error>) -> Result<()> {
         match errors.len() {

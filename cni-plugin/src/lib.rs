@@ -1,33 +1,38 @@
 //! netendpoint: a CNI IPAM plugin whose IP lease is a `NetworkEndpoint` object.
 //!
-//! Layers, each in its own module:
+//! Layers, each in its own module; a module never imports the ones above it
+//! in this list:
 //! - [`protocol`]: the CNI spec (environment, stdin, results, errors);
 //! - [`config`]: the validated `ipam` section;
 //! - [`allocator`]: ranges and candidate order, with no Kubernetes in it;
-//! - [`store`]: every Kubernetes call;
-//! - [`local`]: node-local state (cursors, attachment records, lock), never
-//!   needed for correctness;
-//! - [`commands`]: ADD, DEL and CHECK over a store;
-//! - [`static_ip`]: what a request for given addresses means, and its claim;
-//! - [`lifecycle`]: STATUS and GC over a store.
+//! - [`store`]: every Kubernetes call, behind narrow traits by role;
+//! - [`local`]: node-local state (cursors, records, hints), never needed
+//!   for correctness;
+//! - [`claim`]: the claim primitives (create, retry, roll back);
+//! - [`dynamic`], [`static_ip`], [`sticky`]: the three ways an address is
+//!   chosen (by the allocator, by the runtime, by a claim);
+//! - [`commands`]: ADD, DEL and CHECK, in order of their steps;
+//! - [`lifecycle`]: STATUS and GC.
 //!
 //! [`run`] ties them together for one invocation. It takes the environment
 //! and stdin as values and returns what to print and the exit code, so the
 //! binary's `main` is the only place that touches process globals.
 
 pub mod allocator;
+pub mod claim;
 pub mod commands;
 pub mod config;
+pub mod dynamic;
 pub mod error;
 pub mod lifecycle;
 pub mod local;
-#[cfg(test)]
-mod memstore;
 pub mod nofollow;
 pub mod protocol;
 pub mod static_ip;
 pub mod sticky;
 pub mod store;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,12 +41,13 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::{Instrument, debug, error, info_span, warn};
 
-use crate::commands::Attachment;
+use crate::claim::{Attachment, Deadline};
 use crate::config::{CLEANUP_RESERVE, IpamConfig};
 pub use crate::error::{Error, Result};
 use crate::local::LocalState;
 use crate::protocol::{AttachmentKey, CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
-use crate::store::{KubeStore, ServerClock};
+use crate::store::kube::KubeStore;
+use netendpoint_lease::ServerClock;
 
 /// What the binary prints on stdout, and its exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +119,6 @@ fn dispatch_network(
         key: AttachmentKey { container_id: inv.container_id.clone(), if_name: inv.if_name.clone() },
         node,
         pod: inv.pod(&net.args_cni),
-        sticky: None,
     };
     let span = info_span!(
         "cni",
@@ -132,9 +137,12 @@ fn dispatch_network(
     })?;
     // Requested static IPs are read, and refused if malformed, before any API call.
     let asked = if inv.command == Command::Add {
-        static_ip::Request::from_runtime(net.runtime_config_ips()?, net.args_cni_ips()?, inv.ip_arg()?)
+        commands::Asked {
+            ips: static_ip::Request::from_runtime(net.runtime_config_ips()?, net.args_cni_ips()?, inv.ip_arg()?),
+            claim: net.claim_reference.clone(),
+        }
     } else {
-        static_ip::Request::default()
+        commands::Asked::default()
     };
     let local = LocalState::new(&conf.data_dir, &conf.pool);
     rt.block_on(run_command(inv.command, &net, &conf, &who, &asked, &local).instrument(span))
@@ -148,7 +156,7 @@ async fn run_command(
     net: &NetConf,
     conf: &IpamConfig,
     who: &Attachment,
-    asked: &static_ip::Request,
+    asked: &commands::Asked,
     local: &LocalState,
 ) -> Result<Option<serde_json::Value>> {
     let clock = ServerClock::default();
@@ -157,7 +165,8 @@ async fn run_command(
         let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
         match command {
             Command::Add => {
-                let result: IpamResult = commands::add_requesting(&store, conf, who, local, asked).await?;
+                let work = Deadline::after(work_time);
+                let result: IpamResult = commands::add_asked(&store, conf, who, local, asked, work).await?;
                 Ok(Some(result.encode(net.version)))
             }
             Command::Del => commands::del(&store, conf, who, local).await.map(|()| None),
@@ -165,15 +174,13 @@ async fn run_command(
                 let prev =
                     net.prev_result.as_ref().ok_or_else(|| Error::config("prevResult", "is required for CHECK"))?;
                 let addrs = IpamResult::addresses_of(prev)?;
-                commands::check(&store, conf, who, &addrs).await.map(|()| None)
+                commands::check(&store, conf, who, local, &addrs).await.map(|()| None)
             }
             Command::Status => {
                 let now = k8s_openapi::jiff::Timestamp::now().as_second();
                 lifecycle::status(&store, conf, local, now).await.map(|()| None)
             }
-            Command::Gc => {
-                lifecycle::gc(&store, conf, &who.node, net.valid_attachments.as_deref(), local).await.map(|()| None)
-            }
+            Command::Gc => lifecycle::gc(&store, conf, net.valid_attachments.as_deref(), local).await.map(|()| None),
             Command::Version => Ok(Some(protocol::version_info())),
         }
     };
@@ -183,9 +190,11 @@ async fn run_command(
         if command != Command::Add {
             return Err(err);
         }
+        // The work was cut off mid-ADD: whatever of this attachment it may
+        // have created and not recorded is found as DEL finds it, and released.
         let cleanup = async {
             let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
-            commands::sweep_unrecorded(&store, conf, who, local).await
+            commands::del(&store, conf, who, local).await
         };
         return match tokio::time::timeout(CLEANUP_RESERVE, cleanup).await {
             Ok(Ok(())) => Err(err),
@@ -259,12 +268,7 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Clie
     cfg.connect_timeout = Some(Duration::from_secs(5));
     cfg.read_timeout = Some(conf.timeout);
     cfg.write_timeout = Some(Duration::from_secs(30));
-    let layer = tower::util::MapResponseLayer::new(move |resp: http::Response<Box<kube::client::DynBody>>| {
-        if let Some(date) = resp.headers().get(http::header::DATE).and_then(|d| d.to_str().ok()) {
-            clock.observe(date);
-        }
-        resp
-    });
+    let layer = netendpoint_lease::clock::date_layer(clock);
     Ok(kube::client::ClientBuilder::try_from(cfg).map_err(|e| bad(e.to_string()))?.with_layer(&layer).build())
 }
 

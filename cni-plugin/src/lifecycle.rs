@@ -6,7 +6,7 @@
 //! kubelet marks the whole node NotReady), and GC releases a lease only on
 //! evidence seen twice, after a grace period, inside its own network.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use tracing::{debug, info, warn};
@@ -15,7 +15,8 @@ use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::local::{LocalState, StatusState};
 use crate::protocol::AttachmentKey;
-use crate::store::{Store, elapsed_at_least};
+use crate::store::Store;
+use netendpoint_lease::Sightings;
 
 /// How long a successful STATUS is reused without asking the API server
 /// again. containerd asks every 5 s on every node.
@@ -28,9 +29,9 @@ pub const STATUS_UNREACHABLE_WINDOW: Duration = Duration::from_secs(60);
 
 /// CNI STATUS: `Ok` unless no ADD on this node can succeed.
 ///
-/// Makes at most one small request (a list of one NetworkEndpoint's
-/// metadata), and none while a success younger than [`STATUS_CACHE`] is
-/// remembered. Never lists the pool: a full pool is not a reason to refuse
+/// Makes at most one small request (a GET of the pool's summary object by
+/// name, which a 404 naming it also answers), and none while a success
+/// younger than [`STATUS_CACHE`] is remembered. Never lists the pool: a full pool is not a reason to refuse
 /// new pods, since ADD itself waits for a release or reports exhaustion.
 /// Fails (code 50) when the credentials are refused, the CRD is missing, or
 /// the API server has been unreachable for longer than
@@ -46,7 +47,7 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
         return Ok(());
     }
     // A probe that hangs counts as unreachable, inside the invocation's deadline.
-    let probed = match tokio::time::timeout(STATUS_PROBE_TIMEOUT, store.probe()).await {
+    let probed = match tokio::time::timeout(STATUS_PROBE_TIMEOUT, store.probe(&conf.pool)).await {
         Ok(r) => r,
         Err(_) => Err(Error::DeadlineExceeded { command: "STATUS", after: STATUS_PROBE_TIMEOUT }),
     };
@@ -75,15 +76,8 @@ pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, 
 /// How long STATUS waits for its one request.
 pub const STATUS_PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Errors that a working node sees while the API server restarts or sheds
-/// load: no connection, no answer, 429 and 5xx. STATUS tolerates them for
-/// [`STATUS_UNREACHABLE_WINDOW`].
 fn is_transient(e: &Error) -> bool {
-    match e {
-        Error::ApiUnreachable { .. } | Error::DeadlineExceeded { .. } => true,
-        Error::Api { source: kube::Error::Api(s), .. } => s.code == 429 || s.code >= 500,
-        _ => false,
-    }
+    e.is_transient()
 }
 
 fn secs(d: Duration) -> i64 {
@@ -102,6 +96,9 @@ fn sightings_gc(network: &str) -> String {
 /// - `valid` is `cni.dev/valid-attachments`. When the runtime sent none
 ///   (absent or `null`), GC releases nothing: "no list" is not "nothing is
 ///   valid". An empty array does mean that nothing is valid.
+/// - The leases are found from this node's records of its attachments and
+///   read by name: GC lists nothing. A lease whose record was lost is left
+///   to DEL and to the controller's cleanup of leases whose Pod is gone.
 /// - Only leases whose `spec.network` is this network are considered; leases
 ///   without a network (older versions) are left to DEL.
 /// - A lease is released only when an earlier GC on this node also found it
@@ -113,7 +110,6 @@ fn sightings_gc(network: &str) -> String {
 pub async fn gc<S: Store>(
     store: &S,
     conf: &IpamConfig,
-    node: &str,
     valid: Option<&[AttachmentKey]>,
     local: &LocalState,
 ) -> Result<()> {
@@ -122,56 +118,71 @@ pub async fn gc<S: Store>(
         return Ok(());
     };
     let keep: HashSet<(&str, &str)> = valid.iter().map(|a| (a.container_id.as_str(), a.if_name.as_str())).collect();
-    let leases = store.find_by_node(node).await?;
-    let now = store.server_now();
     let kind = sightings_gc(&conf.network);
-    let before = local.sightings(&kind);
-    let mut seen = BTreeMap::new();
+    let mut sightings = Sightings::from_map(local.sightings(&kind));
     let mut errors = Vec::new();
-    for ep in leases {
-        let ours = ep.spec.node == node
-            && ep.spec.pool == conf.pool
-            && ep.spec.network.as_deref() == Some(conf.network.as_str())
-            && !ep.is_releasing();
-        if !ours || keep.contains(&(ep.spec.container_id.as_str(), ep.spec.if_name.as_str())) {
+    for crate::local::AttachmentRecord { container_id, if_name, leases } in local.records() {
+        if keep.contains(&(container_id.as_str(), if_name.as_str())) {
             continue;
         }
-        let Some(uid) = ep.metadata.uid.clone() else { continue };
-        let old_enough = match (now, &ep.metadata.creation_timestamp) {
-            (Some(now), Some(created)) => elapsed_at_least(now, created).unwrap_or(Duration::ZERO) >= conf.gc_grace,
-            _ => false,
-        };
-        let Some(first) = before.get(&uid).copied() else {
-            debug!(ip = %ep.spec.ip, container_id = %ep.spec.container_id, "GC: stale lease seen; released if still stale next time");
-            seen.insert(uid, now.map_or(0, |n| n.as_second()));
-            continue;
-        };
-        if !old_enough {
-            seen.insert(uid, first);
-            continue;
+        let mut left = 0;
+        for (name, uid) in &leases {
+            let ep = match store.get(name).await {
+                Ok(Some(ep)) if ep.metadata.uid.as_deref() == Some(uid.as_str()) => ep,
+                Ok(_) => continue,
+                Err(e) => {
+                    left += 1;
+                    errors.push(e);
+                    continue;
+                }
+            };
+            left += 1;
+            let ours = ep.spec.pool == conf.pool
+                && ep.spec.network.as_deref() == Some(conf.network.as_str())
+                && !ep.is_releasing();
+            let Some(now) = store.server_now() else { continue };
+            if !ours {
+                continue;
+            }
+            let seen = sightings.see(uid.clone(), now.as_second());
+            let old_enough = ep
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .is_some_and(|t| netendpoint_lease::clock::age_of(now, t) >= conf.gc_grace);
+            if !seen.repeated {
+                debug!(lease = %name, container_id = %container_id, "GC: stale lease seen; released if still stale next time");
+                continue;
+            }
+            if !old_enough {
+                continue;
+            }
+            match store.delete(name, uid).await {
+                Ok(()) => {
+                    info!(lease = %name, container_id = %container_id, "GC: release requested for a stale lease");
+                    sightings.forget(uid);
+                    left -= 1;
+                }
+                Err(e) => errors.push(e),
+            }
         }
-        match store.delete(&ep).await {
-            Ok(()) => {
-                info!(ip = %ep.spec.ip, container_id = %ep.spec.container_id, "GC: release requested for a stale lease")
-            }
-            Err(e) => {
-                seen.insert(uid, first);
-                errors.push(e);
-            }
+        if left == 0 {
+            local.forget(&container_id, &if_name);
         }
     }
-    local.save_sightings(&kind, &seen);
+    local.save_sightings(&kind, sightings.end_pass());
     Error::collect(errors)
 }
 
 #[cfg(test)]
 mod tests {
-    //! STATUS and GC decisions over [`MemStore`] on tokio's paused clock.
+    //! STATUS and GC decisions over the in-memory store on tokio's paused clock.
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::commands::{self, Attachment};
-    use crate::memstore::{Fault, MemStore};
+    use crate::claim::Attachment;
+    use crate::commands;
+    use crate::store::mem::{Fault, MemStore};
     use serde_json::json;
 
     const T0: &str = "2026-01-01T00:00:00Z";
@@ -186,7 +197,6 @@ mod tests {
 
     fn who(cid: &str, ifname: &str) -> Attachment {
         Attachment {
-            sticky: None,
             key: AttachmentKey { container_id: cid.into(), if_name: ifname.into() },
             node: "n1".into(),
             pod: None,
@@ -217,12 +227,12 @@ mod tests {
         let store = MemStore::new(T0, &["n1"]);
         let (local, dir) = scratch("networks");
         let (x, y) = (conf("net-x", json!({})), conf("net-y", json!({})));
-        commands::add(&store, &x, &who("c", "eth0"), &LocalState::none()).await.unwrap();
-        commands::add(&store, &y, &who("c", "net1"), &LocalState::none()).await.unwrap();
-        commands::add(&store, &y, &who("dead", "net1"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &x, &who("c", "eth0"), &local).await.unwrap();
+        commands::add(&store, &y, &who("c", "net1"), &local).await.unwrap();
+        commands::add(&store, &y, &who("dead", "net1"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(120)).await;
         for _ in 0..3 {
-            gc(&store, &y, "n1", Some(&valid(&[("c", "net1")])), &local).await.unwrap();
+            gc(&store, &y, Some(&valid(&[("c", "net1")])), &local).await.unwrap();
         }
         let mut left = live(&store);
         left.sort();
@@ -231,25 +241,26 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn gc_releases_only_on_two_sightings_of_an_old_enough_lease() {
+    async fn gc_releases_only_on_two_sightings_of_an_old_enough_lease_and_lists_nothing() {
         let store = MemStore::new(T0, &["n1"]);
         let (local, dir) = scratch("sightings");
         let c = conf("net", json!({}));
-        commands::add(&store, &c, &who("dead", "eth0"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &c, &who("dead", "eth0"), &local).await.unwrap();
         // The runtime took its list before this ADD finished: GC must not undo it.
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
         assert_eq!(live(&store).len(), 1, "younger than gcGrace");
         tokio::time::advance(Duration::from_secs(61)).await;
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
         assert!(live(&store).is_empty(), "old enough, and seen stale before");
         // A fresh stale lease, old enough, still needs a second sighting.
-        commands::add(&store, &c, &who("dead2", "eth0"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &c, &who("dead2", "eth0"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(61)).await;
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
         assert_eq!(live(&store).len(), 1, "first sighting");
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
         assert!(live(&store).is_empty());
+        assert_eq!((store.calls("list_container"), store.calls("list")), (0, 0), "GC reads by name only");
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -258,13 +269,14 @@ mod tests {
         let store = MemStore::new(T0, &["n1"]);
         let (local, dir) = scratch("null");
         let c = conf("net", json!({}));
-        commands::add(&store, &c, &who("c", "eth0"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &c, &who("c", "eth0"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(120)).await;
+        let before = store.total_calls();
         for _ in 0..3 {
-            gc(&store, &c, "n1", None, &local).await.unwrap();
+            gc(&store, &c, None, &local).await.unwrap();
         }
         assert_eq!(live(&store).len(), 1);
-        assert_eq!(store.calls("list_node"), 0);
+        assert_eq!(store.total_calls(), before, "no call at all");
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -273,10 +285,10 @@ mod tests {
         let store = MemStore::new(T0, &["n1"]);
         let (local, dir) = scratch("fin");
         let c = conf("net", json!({"finalizers": ["a.example/x"]}));
-        commands::add(&store, &c, &who("dead", "eth0"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &c, &who("dead", "eth0"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(120)).await;
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
-        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
         let ep = store.objects().remove(0);
         assert!(ep.is_releasing(), "release requested");
         store.ack(ep.metadata.name.as_deref().unwrap(), "a.example/x");
@@ -302,7 +314,9 @@ mod tests {
         for (fault, after, want) in cases {
             let store = MemStore::new(T0, &["n1"]);
             let (local, dir) = scratch("status");
-            store.fail_probe(fault);
+            if let Some(f) = fault {
+                store.fail("probe", f, 2);
+            }
             let c = conf("net", json!({}));
             let _ = status(&store, &c, &local, 1000).await;
             let got = status(&store, &c, &local, 1000 + after).await.err().map(|e| e.code());
@@ -316,14 +330,14 @@ mod tests {
         let store = MemStore::new(T0, &["n1"]);
         let (local, dir) = scratch("cheap");
         let c = conf("net", json!({"ranges": [[{"subnet": "10.0.0.0/30"}]]}));
-        commands::add(&store, &c, &who("c", "eth0"), &LocalState::none()).await.unwrap();
+        commands::add(&store, &c, &who("c", "eth0"), &local).await.unwrap();
         let before = store.total_calls();
         for t in 0..6 {
             status(&store, &c, &local, 1000 + t * 5).await.unwrap();
         }
-        assert_eq!(store.calls("list_pool"), 0, "STATUS never lists the pool");
-        // Every 5 s for 30 s: a success is reused for 10 s, so one probe per 10 s.
+        // Every 5 s for 30 s: a success is reused for 10 s, so one probe (a GET by name) per 10 s.
         assert_eq!(store.total_calls() - before, 3);
+        assert_eq!(store.calls("probe"), 3);
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -12,6 +12,9 @@
 //!   an attachment, so that ADD learns whether it is a repeat without a
 //!   cluster-wide query, and cleanup after a failure never removes them.
 //! - `nodes/<node>`: the node name was seen registered as a Node object.
+//! - `<pool>/shard_hint.<set>.json`: the last shard summary this node read
+//!   in each range set, so that the next ADD picks an address that is
+//!   probably free without reading it again;
 //! - `<pool>/sightings.<kind>.json`: evidence seen by an earlier invocation
 //!   (stale leases for GC, vanished nodes for reclaim), with the server time
 //!   it was first seen, so that no lease is released on one sighting.
@@ -63,6 +66,36 @@ pub enum Record {
     Unknown,
     /// The (name, UID) of every lease the attachment holds in this pool.
     Complete(Vec<(String, String)>),
+}
+
+/// An attachment's record as stored: its sandbox and interface (the file
+/// name is a cleaned form of them) and its leases.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredRecord {
+    container_id: String,
+    if_name: String,
+    leases: Vec<(String, String)>,
+}
+
+/// A complete record of one attachment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentRecord {
+    /// CNI_CONTAINERID.
+    pub container_id: String,
+    /// CNI_IFNAME.
+    pub if_name: String,
+    /// Its leases: (name, UID).
+    pub leases: Vec<(String, String)>,
+}
+
+/// What this node last read of one shard: its first address and the
+/// addresses leased then (base64 bitmap), plus those it allocated since.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardHint {
+    /// The shard's first address.
+    pub first: IpAddr,
+    /// Leased addresses (a `netendpoint_lease::summary::Bitmap`, base64).
+    pub leased: String,
 }
 
 /// Node-local state of one pool. See the module docs for the files.
@@ -129,8 +162,9 @@ impl LocalState {
     pub fn record_of(&self, container_id: &str, if_name: &str) -> Record {
         self.record_path(container_id, if_name)
             .and_then(|p| std::fs::read(p).ok())
-            .and_then(|b| serde_json::from_slice::<Vec<(String, String)>>(&b).ok())
-            .map_or(Record::Unknown, Record::Complete)
+            .and_then(|b| serde_json::from_slice::<StoredRecord>(&b).ok())
+            .filter(|r| r.container_id == container_id && r.if_name == if_name)
+            .map_or(Record::Unknown, |r| Record::Complete(r.leases))
     }
 
     /// Marks an attachment's record pending (an ADD is about to create
@@ -145,11 +179,15 @@ impl LocalState {
     /// is not recognised as one, so a failure is logged at warn.
     pub fn record(&self, container_id: &str, if_name: &str, leases: &[NetworkEndpoint]) {
         let Some(path) = self.record_path(container_id, if_name) else { return };
-        let pairs: Vec<(String, String)> = leases
-            .iter()
-            .map(|ep| (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default()))
-            .collect();
-        match serde_json::to_vec(&pairs) {
+        let rec = StoredRecord {
+            container_id: container_id.to_string(),
+            if_name: if_name.to_string(),
+            leases: leases
+                .iter()
+                .map(|ep| (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default()))
+                .collect(),
+        };
+        match serde_json::to_vec(&rec) {
             Ok(data) => self.write(&path, &data, "the attachment's lease record"),
             Err(e) => warn!(error = %e, "cannot encode the attachment's lease record"),
         }
@@ -205,6 +243,39 @@ impl LocalState {
         let Some(path) = self.cursor_path(set) else { return };
         let _lock = self.lock(set);
         self.write(&path, ip.to_string().as_bytes(), "the round-robin cursor");
+    }
+
+    fn hint_path(&self, set: usize) -> Option<PathBuf> {
+        self.dir().map(|d| d.join(format!("shard_hint.{set}.json")))
+    }
+
+    /// The last shard summary this node read in range set `set`, with the
+    /// addresses it allocated since: where the next ADD looks first.
+    pub fn shard_hint(&self, set: usize) -> Option<ShardHint> {
+        let bytes = std::fs::read(self.hint_path(set)?).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Replaces the shard hint of range set `set`.
+    pub fn save_shard_hint(&self, set: usize, hint: &ShardHint) {
+        let Some(path) = self.hint_path(set) else { return };
+        match serde_json::to_vec(hint) {
+            Ok(data) => self.write(&path, &data, "the shard hint"),
+            Err(e) => warn!(error = %e, "cannot encode the shard hint"),
+        }
+    }
+
+    /// Every complete attachment record of this pool.
+    pub fn records(&self) -> Vec<AttachmentRecord> {
+        let Some(dir) = self.dir().map(|d| d.join("attachments")) else { return Vec::new() };
+        let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+            let Ok(rec) = serde_json::from_slice::<StoredRecord>(&bytes) else { continue };
+            out.push(AttachmentRecord { container_id: rec.container_id, if_name: rec.if_name, leases: rec.leases });
+        }
+        out
     }
 
     fn node_path(&self, node: &str) -> Option<PathBuf> {

@@ -342,6 +342,10 @@ pub struct NetConf {
     /// `runtimeConfig.ips` as sent (the `ips` capability); read by
     /// [`NetConf::runtime_config_ips`], on ADD only.
     pub runtime_config_ips: Option<Value>,
+    /// The name of the Pod interface's `IPAMClaim` when the runtime passes
+    /// it (`args.cni["ipam-claim-reference"]`, or the network config's own
+    /// `ipam-claim-reference`): a claim in the Pod's namespace.
+    pub claim_reference: Option<String>,
 }
 
 /// What identifies an attachment in CNI: (CNI_CONTAINERID, CNI_IFNAME). ADD
@@ -395,6 +399,7 @@ impl NetConf {
             version,
             name,
             ipam,
+            claim_reference: claim_reference(obj, &args_cni)?,
             args_cni,
             prev_result: obj.get("prevResult").cloned(),
             valid_attachments,
@@ -422,6 +427,22 @@ impl NetConf {
     pub fn peek_version(stdin: &[u8]) -> Option<String> {
         let v: Value = serde_json::from_slice(stdin).ok()?;
         v.get("cniVersion")?.as_str().map(str::to_string)
+    }
+}
+
+/// The claim name the runtime passes, validated as an object name (code 7).
+fn claim_reference(obj: &Map<String, Value>, args_cni: &Map<String, Value>) -> Result<Option<String>, Error> {
+    const KEY: &str = "ipam-claim-reference";
+    let (field, v) = match (args_cni.get(KEY), obj.get(KEY)) {
+        (Some(v), _) => ("args.cni.ipam-claim-reference", v),
+        (None, Some(v)) => ("ipam-claim-reference", v),
+        (None, None) => return Ok(None),
+    };
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) if netendpoint_crd::is_dns1123_subdomain(s) => Ok(Some(s.clone())),
+        other => Err(Error::config(field, &format!("{} is not the name of an IPAMClaim", quote(&other.to_string())))),
     }
 }
 

@@ -29,11 +29,11 @@ use netendpoint_crd::NetworkEndpoint;
 use tracing::{info, warn};
 
 use crate::allocator::RangeSet;
-use crate::commands::{Attachment, Claimed, Deadline, lease_object, try_create};
+use crate::claim::{Attachment, Claiming, Deadline, lease_object};
 use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{MAX_REQUESTED_IPS, parse_requested_ip};
-use crate::store::{PodFacts, Release, Store};
+use crate::store::{Change, Leases, PodFacts};
 
 /// The Pod annotation asking for static IPs on the default network: a JSON
 /// list of addresses (`["10.1.2.3", "fd00::3"]`, as Calico's
@@ -191,8 +191,16 @@ fn unusable(set: &RangeSet, ip: IpAddr) -> Option<String> {
     (!set.is_usable(ip)).then(|| "not usable".into())
 }
 
-/// How errors name the holder of a lease.
+/// How errors name the holder of a lease (or of a sticky hold).
 pub fn holder(ep: &NetworkEndpoint) -> String {
+    if let (true, Some(claim)) = (ep.is_hold(), &ep.spec.claim) {
+        return format!(
+            "the sticky hold of claim {}/{} (lease {})",
+            claim.namespace,
+            claim.name,
+            ep.metadata.name.as_deref().unwrap_or_default()
+        );
+    }
     let pod = ep.spec.pod.as_ref().map_or_else(|| "no pod".to_string(), |p| format!("pod {}/{}", p.namespace, p.name));
     format!(
         "{pod} on node {} (container {}, interface {}, lease {})",
@@ -203,71 +211,64 @@ pub fn holder(ep: &NetworkEndpoint) -> String {
     )
 }
 
-/// What a static claim found.
-#[derive(Debug)]
-pub enum Got {
-    /// This ADD created the lease.
-    Created(NetworkEndpoint),
-    /// The lease already belonged to this attachment (a repeated ADD whose
-    /// node-local record was lost).
-    Adopted(NetworkEndpoint),
-}
-
 /// Rounds of create, read and wait before a static claim gives up, whatever the deadline says.
 const MAX_ROUNDS: usize = 64;
 
-/// Claims exactly `ip` of `set` for `who`. A lease of this attachment is
-/// adopted; a live lease of anyone else is [`Error::StaticIpTaken`]; a
-/// release in progress is waited for until `deadline`
-/// ([`Error::StaticIpReleasing`] after it), and never forced.
-pub(crate) async fn claim<S: Store>(
-    store: &S,
-    conf: &IpamConfig,
-    who: &Attachment,
+/// Claims exactly `ip` of `set` for the ADD `c`. A lease of this
+/// attachment is adopted; a live lease of anyone else (or a sticky hold) is
+/// [`Error::StaticIpTaken`]; a release in progress is waited for, by a
+/// watch of that one name, until `deadline` ([`Error::StaticIpReleasing`]
+/// after it), and never forced.
+pub async fn claim<S: Leases>(
+    c: &mut Claiming<'_, S>,
     set: &RangeSet,
     ip: IpAddr,
     deadline: Deadline,
-    claimed: &mut Claimed,
-) -> Result<Got> {
-    let mut lease = lease_object(conf, who, set, ip);
+) -> Result<NetworkEndpoint> {
+    let mut lease = lease_object(c.conf, c.who, set, ip);
     lease.spec.static_ip = Some(true);
     let name = lease.metadata.name.clone().unwrap_or_default();
     let mut logged_wait = false;
     let mut last: Option<NetworkEndpoint> = None;
     for _ in 0..MAX_ROUNDS {
-        if let Some(ep) = try_create(store, &lease, claimed).await? {
+        if let Some(ep) = c.create(&lease).await? {
             info!(%ip, waited_ms = deadline.waited().as_millis() as u64, "claimed the requested static IP");
-            return Ok(Got::Created(ep));
+            return Ok(ep);
         }
         // Taken: by whom? Gone since the create is worth another create.
-        let Some(held) = store.get(&name).await? else { continue };
-        if !held.is_releasing() {
-            if held.spec.container_id == who.key.container_id
-                && held.spec.if_name == who.key.if_name
-                && held.spec.pool == conf.pool
-            {
+        let Some(held) = c.retrying("read the holder", || c.store.get(&name)).await? else { continue };
+        if held.is_hold() || !held.is_releasing() {
+            if !held.is_hold() && c.who.owns(&held) && held.spec.pool == c.conf.pool {
                 info!(%ip, "ADD repeated: the requested static IP is already this attachment's");
-                return Ok(Got::Adopted(held));
+                c.adopted.push(held.clone());
+                return Ok(held);
             }
-            return Err(Error::StaticIpTaken { ip, pool: conf.pool.clone(), holder: holder(&held) });
+            return Err(Error::StaticIpTaken { ip, pool: c.conf.pool.clone(), holder: holder(&held) });
         }
         if deadline.passed() {
-            return Err(releasing(conf, ip, &held, deadline));
+            return Err(releasing(c.conf, ip, &held, deadline));
         }
         if !logged_wait {
             warn!(%ip, holder = %holder(&held), finalizers = ?held.metadata.finalizers.clone().unwrap_or_default(),
-                wait_for_release_ms = conf.wait_for_release.as_millis() as u64,
+                wait_for_release_ms = c.conf.wait_for_release.as_millis() as u64,
                 "requested static IP is being released: waiting for it, forcing nothing");
             logged_wait = true;
         }
-        match store.wait_gone(&held, deadline.remaining()).await? {
-            Release::TimedOut => return Err(releasing(conf, ip, &held, deadline)),
-            Release::Freed(_) | Release::HandedOver(_) | Release::Restart => {}
+        let mut rv = held.metadata.resource_version.clone().unwrap_or_default();
+        loop {
+            match c.store.next_change(&name, &rv, deadline.remaining()).await? {
+                Change::Changed(now) if now.metadata.uid == held.metadata.uid => {
+                    rv = now.metadata.resource_version.unwrap_or_default();
+                }
+                Change::Changed(_) | Change::Gone => break,
+                Change::Quiet if deadline.passed() => return Err(releasing(c.conf, ip, &held, deadline)),
+                Change::Quiet => break,
+            }
         }
         last = Some(held);
     }
     match last {
-        Some(held) => Err(releasing(conf, ip, &held, deadline)),
+        Some(held) => Err(releasing(c.conf, ip, &held, deadline)),
         None => Err(Error::Inconsistent(format!("lease {name} kept being refused and not found"))),
     }
 }
@@ -366,7 +367,6 @@ mod tests {
             key: crate::protocol::AttachmentKey { container_id: "c".into(), if_name: "eth0".into() },
             node: "n1".into(),
             pod: Some(crate::protocol::PodIdentity { namespace: "ns".into(), name: "web-0".into(), uid: uid.into() }),
-            sticky: None,
         }
     }
 
@@ -388,11 +388,8 @@ mod tests {
 
     #[test]
     fn another_pod_under_the_same_name_does_not_give_its_annotation() {
-        let facts = PodFacts {
-            uid: "new".into(),
-            annotations: [(ANNOTATION_IPS.to_string(), "10.0.0.5".to_string())].into(),
-            owner: None,
-        };
+        let facts =
+            PodFacts { uid: "new".into(), annotations: [(ANNOTATION_IPS.to_string(), "10.0.0.5".to_string())].into() };
         assert_eq!(from_pod(Some(&facts), &who("new")).unwrap(), req(Source::PodAnnotation, &["10.0.0.5"]));
         assert_eq!(from_pod(Some(&facts), &who("")).unwrap(), req(Source::PodAnnotation, &["10.0.0.5"]));
         assert!(from_pod(Some(&facts), &who("old")).unwrap().is_empty());
@@ -406,10 +403,11 @@ mod tests {
         use std::time::Duration;
 
         use super::*;
-        use crate::commands::{add, add_requesting};
+        use crate::claim::Deadline;
+        use crate::commands::{Asked, add, add_asked};
         use crate::local::LocalState;
-        use crate::memstore::MemStore;
         use crate::protocol::IpamResult;
+        use crate::store::mem::MemStore;
 
         const T0: &str = "2026-01-01T00:00:00Z";
         const FIN: &str = "test.example/agent";
@@ -444,6 +442,17 @@ mod tests {
             req(Source::CniArgs, list)
         }
 
+        async fn add_requesting(
+            store: &MemStore,
+            c: &IpamConfig,
+            who: &Attachment,
+            local: &LocalState,
+            ips: &Request,
+        ) -> crate::error::Result<IpamResult> {
+            let asked = Asked { ips: ips.clone(), claim: None };
+            add_asked(store, c, who, local, &asked, Deadline::after(c.timeout)).await
+        }
+
         /// The lease of `ip` held by container `cid`, already in the store; its name.
         fn hold(store: &MemStore, c: &IpamConfig, cid: &str, ip: &str, finalizers: &[&str]) -> String {
             let ip: IpAddr = ip.parse().unwrap();
@@ -464,7 +473,7 @@ mod tests {
         fn no_force_and_no_need(store: &MemStore) {
             let ev = store.events();
             assert!(ev.iter().all(|(r, _)| !r.ends_with("ForcedRelease") && !r.ends_with("IPNeeded")), "{ev:?}");
-            assert_eq!(store.calls("force_release"), 0);
+            assert_eq!(store.calls("patch"), 0);
         }
 
         #[tokio::test(start_paused = true)]
@@ -515,7 +524,7 @@ mod tests {
                 agent.ack(&acked, FIN);
             });
             let started = tokio::time::Instant::now();
-            let r = add_requesting(&*store, &c, &attachment("new"), &LocalState::none(), &asked(&["10.0.0.5"]))
+            let r = add_requesting(&store, &c, &attachment("new"), &LocalState::none(), &asked(&["10.0.0.5"]))
                 .await
                 .unwrap();
             ack.await.unwrap();
@@ -523,7 +532,7 @@ mod tests {
             assert!(started.elapsed() >= Duration::from_secs(3), "given only after the agent's ack");
             let ep = store.object(&name).unwrap();
             assert_eq!((ep.spec.container_id.as_str(), ep.spec.static_ip), ("new", Some(true)));
-            assert_eq!(store.calls("watch_lease"), 1, "one watch of that one lease");
+            assert_eq!(store.calls("watch"), 1, "one watch of that one lease");
             no_force_and_no_need(&store);
         }
 
@@ -628,25 +637,24 @@ mod tests {
             let pod = |ips: &str| PodFacts {
                 uid: "uid-c1".into(),
                 annotations: [(ANNOTATION_IPS.to_string(), ips.to_string())].into(),
-                owner: None,
             };
             // Off (the default): no Pod read; the allocator chooses.
             let store = MemStore::new(T0, &["n1"]);
-            store.put_pod("ns", "pod-c1", pod(r#"["10.0.0.5"]"#));
+            store.put_pod("ns", "pod-c1", pod(r#"["10.0.0.5"]"#), "n1");
             let r = add(&store, &single(json!({})), &attachment("c1"), &LocalState::none()).await.unwrap();
             assert_eq!((addrs(&r)[0].as_str(), store.calls("get_pod"), store.total_calls()), ("10.0.0.2/29", 0, 2));
 
             // On: one Pod read, and the annotated address.
             let on = single(json!({"staticIPs": {"podAnnotation": true}}));
             let store = MemStore::new(T0, &["n1"]);
-            store.put_pod("ns", "pod-c1", pod(r#"["10.0.0.5"]"#));
+            store.put_pod("ns", "pod-c1", pod(r#"["10.0.0.5"]"#), "n1");
             let r = add(&store, &on, &attachment("c1"), &LocalState::none()).await.unwrap();
             assert_eq!((addrs(&r)[0].as_str(), store.calls("get_pod")), ("10.0.0.5/29", 1));
             assert_eq!(store.object("p.10.0.0.5").unwrap().spec.static_ip, Some(true));
 
             // On, but the runtime asked: the runtime wins and the Pod is not read.
             let store = MemStore::new(T0, &["n1"]);
-            store.put_pod("ns", "pod-c1", pod(r#"["10.0.0.5"]"#));
+            store.put_pod("ns", "pod-c1", pod(r#"["10.0.0.5"]"#), "n1");
             let r = add_requesting(&store, &on, &attachment("c1"), &LocalState::none(), &asked(&["10.0.0.4"]))
                 .await
                 .unwrap();
@@ -659,7 +667,7 @@ mod tests {
 
             // A bad annotation is code 7 and claims nothing.
             let store = MemStore::new(T0, &["n1"]);
-            store.put_pod("ns", "pod-c1", pod("10.0.0.6"));
+            store.put_pod("ns", "pod-c1", pod("10.0.0.6"), "n1");
             let e = add(&store, &on, &attachment("c1"), &LocalState::none()).await.unwrap_err();
             assert_eq!(e.code(), 7, "{e}");
             assert!(e.to_string().contains("pod annotation netendpoint.dev/ips"), "{e}");

@@ -2,16 +2,20 @@
 //!
 //! [`decide`] takes a snapshot of the cluster ([`World`]), the settings and
 //! what earlier passes saw ([`Memory`]), and the API server's time, and
-//! returns the [`Action`]s to take plus when to look again. Each action acts
-//! on exactly one lease, identified by name and UID, so a successor under the
-//! same name is never touched.
+//! returns the [`Action`]s to take plus when to look again. It is a short
+//! sequence of named passes; each action acts on exactly one object,
+//! identified by name and UID (and, for holds, resourceVersion), so a
+//! successor under the same name is never touched.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-
-pub use netendpoint_crd::pools::{Capacity, Lease, Sticky, age_at_least};
+use netendpoint_crd::IncarnationRequest;
+pub use netendpoint_lease::pools::Capacity;
+pub use netendpoint_lease::view::{Hold, Lease, Sticky};
+use netendpoint_lease::{ReleaseState, Seen, Sightings, age_at_least, release_state};
 
 /// The ordinal of StatefulSet `owner`'s Pod `pod` (`<owner>-<ordinal>`).
 pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
@@ -22,36 +26,65 @@ pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
     n.parse().ok()
 }
 
-/// An ADD that waits for an IP of `pool` (an `IPNeeded` Event).
+/// An ADD that waits for an IP of `pool` (a `NetworkEndpointNeed` whose
+/// Pod the controller checked: it exists, is bound to the need's node and
+/// has not started).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
-    /// Stable key of the Event (`namespace/name`).
+    /// Stable key: the need's name and resourceVersion.
     pub key: String,
-    /// Pool label value.
+    /// The pool.
     pub pool: String,
-    /// Until when the ADD waits (the Event's creation on the API server's
-    /// clock plus the wait it announced).
+    /// Until when the ADD waits, on the API server's clock.
     pub until: Timestamp,
+}
+
+/// An `IPAMClaim` as the controller reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimFacts {
+    /// Its UID.
+    pub uid: String,
+    /// Its addresses (`status.ips`).
+    pub ips: Vec<IpAddr>,
+    /// The StatefulSet whose Pod it was created for (label `netendpoint.dev/statefulset`).
+    pub statefulset: Option<String>,
+}
+
+/// A network whose StatefulSet Pods are sticky (`ipam.sticky` with `StatefulSet`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickyNetwork {
+    /// The network's pool.
+    pub pool: String,
+    /// The CNI network name.
+    pub network: String,
 }
 
 /// A snapshot of what the controller watches.
 #[derive(Debug, Default)]
 pub struct World {
-    /// Every lease.
+    /// Every endpoint (incarnations and leases of older versions included).
     pub leases: Vec<Lease>,
-    /// Label values of the names of the Node objects.
+    /// Every sticky hold.
+    pub holds: Vec<Hold>,
+    /// Names of the Node objects.
     pub nodes: HashSet<String>,
     /// UIDs of the Pod objects.
     pub pod_uids: HashSet<String>,
-    /// Waiting ADDs.
+    /// Waiting ADDs whose Pod was checked.
     pub needs: Vec<Need>,
-    /// Known capacities, by pool label value.
+    /// Known capacities, by pool.
     pub capacity: HashMap<String, Capacity>,
     /// The StatefulSets, (namespace, name) → spec.replicas.
     pub statefulsets: HashMap<(String, String), i64>,
     /// True once the StatefulSets were listed: without that list no hold
-    /// ends for a deleted or scaled-down StatefulSet.
+    /// ends and no claim is made or deleted for a StatefulSet.
     pub statefulsets_known: bool,
+    /// The claims, (namespace, name) → facts.
+    pub claims: HashMap<(String, String), ClaimFacts>,
+    /// True once the claims were listed (the IPAMClaim CRD is installed).
+    pub claims_known: bool,
+    /// Networks whose StatefulSet Pods get a claim.
+    pub sticky_networks: Vec<StickyNetwork>,
 }
 
 /// The controller's settings that decisions depend on.
@@ -70,29 +103,36 @@ pub struct Settings {
 /// only delays actions: every grace starts again.
 #[derive(Debug, Default)]
 pub struct Memory {
-    /// Node label value → when it was first seen absent.
-    node_absent_since: HashMap<String, Timestamp>,
-    /// Pod UID → when it was first seen absent.
-    pod_absent_since: HashMap<String, Timestamp>,
-    /// Needs already served by a forced release.
+    nodes_absent: Sightings<String>,
+    pods_absent: Sightings<String>,
+    /// Holds without a live incarnation, by UID: stickyFor counts from the first sighting.
+    holds_idle: Sightings<String>,
+    /// Holds whose claim is gone or points elsewhere, and leases of older
+    /// versions whose StatefulSet is gone or scaled down: (UID, reason).
+    evidence: Sightings<(String, HoldEnd)>,
+    /// StatefulSet claims beyond their StatefulSet's replicas, or of a gone one.
+    surplus_claims: Sightings<(String, String)>,
+    /// Needs already served.
     served: HashSet<String>,
-    /// UIDs of leases already forced or deleted, until they leave the snapshot.
+    /// Objects already acted on (UIDs, with the incarnation for a hold's
+    /// request), until they leave the snapshot.
     acted: HashSet<String>,
-    /// UIDs of held leases whose StatefulSet was seen gone or scaled below
-    /// their ordinal, with the reason: a hold ends on the second sighting.
-    hold_evidence: HashMap<String, HoldEnd>,
 }
 
-/// Why the controller ends a sticky hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a sticky hold ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HoldEnd {
-    /// The StatefulSet is gone.
+    /// Its claim is gone (or is another claim under the same name).
+    ClaimGone,
+    /// Its claim points at another address.
+    Superseded,
+    /// The StatefulSet is gone (leases of older versions).
     OwnerDeleted,
-    /// The StatefulSet was scaled below the Pod's ordinal.
+    /// The StatefulSet was scaled below the Pod's ordinal (leases of older versions).
     ScaledDown,
-    /// `stickyFor` passed since the release was requested.
+    /// `stickyFor` passed with no incarnation.
     Expired,
-    /// An ADD waits for an IP of the pool and no other release can serve it.
+    /// An ADD needs an address of the pool and no other release can serve it.
     PoolPressure,
 }
 
@@ -100,16 +140,27 @@ impl HoldEnd {
     /// A short description for the Event and the log.
     pub fn describe(self) -> &'static str {
         match self {
+            Self::ClaimGone => "its claim was deleted",
+            Self::Superseded => "its claim holds another address",
             Self::OwnerDeleted => "its StatefulSet was deleted",
             Self::ScaledDown => "its StatefulSet was scaled below the Pod's ordinal",
-            Self::Expired => "stickyFor passed since the release",
+            Self::Expired => "stickyFor passed with no incarnation",
             Self::PoolPressure => "an ADD needs an IP of the pool and no other release can serve it",
         }
     }
 }
 
-/// One write the controller decided on.
+/// Why a release is forced.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForceFor {
+    /// A waiting ADD of the pool (the need's key).
+    Need(String),
+    /// The next incarnation of a hold (the hold's name).
+    Incarnation(String),
+}
+
+/// One write the controller decided on.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Delete a live lease of a node absent for the grace (finalizers still gate the release).
     Reclaim {
@@ -121,7 +172,7 @@ pub enum Action {
         /// The lease.
         lease: Lease,
     },
-    /// Remove every finalizer of a release older than its bound, for a waiting ADD.
+    /// Remove every finalizer of a release older than its bound.
     Force {
         /// The releasing lease.
         lease: Lease,
@@ -129,20 +180,59 @@ pub enum Action {
         age: Duration,
         /// The bound it outlived.
         bound: Duration,
-        /// The need it serves.
-        need: String,
+        /// What needs it.
+        why: ForceFor,
     },
-    /// Remove the sticky hold finalizer (only it) from a held release.
-    EndHold {
+    /// Create the incarnation a hold asks for (after checking its Pod).
+    CreateIncarnation {
+        /// The hold.
+        hold: Box<Hold>,
+        /// The request.
+        request: IncarnationRequest,
+    },
+    /// Start ending a hold.
+    ReleaseHold {
+        /// The hold.
+        hold: Box<Hold>,
+        /// Why.
+        reason: HoldEnd,
+    },
+    /// Delete a releasing hold whose incarnation is gone.
+    DeleteHold {
+        /// The hold.
+        hold: Box<Hold>,
+    },
+    /// Remove the sticky-hold finalizer of a lease of an older version.
+    EndLegacyHold {
         /// The held lease.
         lease: Lease,
         /// Why.
         reason: HoldEnd,
     },
+    /// Create the claim of a StatefulSet Pod.
+    CreateClaim {
+        /// Namespace.
+        namespace: String,
+        /// Claim name (`<pod>.<pool>`).
+        name: String,
+        /// The network.
+        network: String,
+        /// The StatefulSet.
+        statefulset: String,
+    },
+    /// Delete a StatefulSet Pod's claim.
+    DeleteClaim {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// UID (precondition).
+        uid: String,
+    },
 }
 
 /// What one pass decided.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Decision {
     /// Writes to make, in order.
     pub actions: Vec<Action>,
@@ -155,507 +245,422 @@ pub struct Decision {
 ///   too, at least `vanished_node_grace` before `now`, and is absent now;
 /// - a lease is deleted as leaked only when its Pod UID was absent in an
 ///   earlier pass too, at least `pod_gone_grace` before, and is absent now;
-///   a lease whose Pod exists, or that names no Pod UID, is never deleted;
-/// - a release is forced only for a need that is still waiting and not yet
-///   served, only when the release is at least its own bound old, and only
-///   when the family of its IP is full (when the pool's capacity is known);
-///   one need forces at most one release, the oldest eligible one;
-/// - a sticky hold is never forced; it ends (the hold finalizer alone is
-///   removed) when its StatefulSet was seen gone or scaled below the Pod's
-///   ordinal in two passes, when `stickyFor` has passed since the release on
-///   the server's clock, or, for a waiting need that no other release can
-///   serve, the oldest hold of the pool.
+/// - a hold's next incarnation is created only once the previous one is gone
+///   (the action's executor checks the Pod and reads the previous
+///   incarnation again before it creates); a previous incarnation stuck past
+///   its own bound is forced for it;
+/// - a release is forced for a waiting ADD only when its need is still
+///   open, the release is at least its own bound old, and the family of
+///   its IP is full (when the capacity is known); one need forces at most
+///   one release, and never a hold or an incarnation;
+/// - a hold ends (is marked releasing, then deleted once its incarnation is
+///   gone) when its claim is gone or holds another address (seen twice),
+///   when it had no incarnation for `stickyFor`, or, for a waiting ADD that
+///   no other release can serve, the oldest idle hold of the pool;
+/// - a StatefulSet Pod's claim is created for each ordinal below
+///   `replicas` of each sticky network, and deleted (seen twice) when the
+///   StatefulSet is gone or scaled below it.
 pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Timestamp) -> Decision {
-    let mut decision = Decision::default();
-    let mut soonest = |d: Duration| {
-        decision.look_again_in = Some(decision.look_again_in.map_or(d, |x: Duration| x.min(d)));
-    };
-    let present: HashSet<&str> = world.leases.iter().map(|l| l.uid.as_str()).collect();
-    memory.acted.retain(|uid| present.contains(uid.as_str()));
-    let mut actions = Vec::new();
+    let mut pass = Pass { world, settings, memory, now, decision: Decision::default() };
+    pass.forget_what_left();
+    pass.reclaim_vanished_nodes();
+    pass.delete_leases_of_gone_pods();
+    pass.serve_holds();
+    pass.serve_needs();
+    pass.end_holds();
+    pass.end_legacy_holds();
+    pass.statefulset_claims();
+    pass.decision
+}
 
-    // Vanished nodes.
-    let absent_nodes: HashSet<&str> = world
-        .leases
-        .iter()
-        .filter(|l| l.releasing_since.is_none() && !l.node.is_empty() && !world.nodes.contains(&l.node))
-        .map(|l| l.node.as_str())
-        .collect();
-    memory.node_absent_since.retain(|n, _| absent_nodes.contains(n.as_str()));
-    let mut gone_nodes = HashSet::new();
-    for node in &absent_nodes {
-        match memory.node_absent_since.get(*node) {
-            Some(first) => {
-                let absent_for = age_at_least(now, *first);
-                if absent_for >= settings.vanished_node_grace {
-                    gone_nodes.insert(*node);
-                } else {
-                    soonest(settings.vanished_node_grace - absent_for);
-                }
-            }
-            None => {
-                memory.node_absent_since.insert((*node).to_string(), now);
-                soonest(settings.vanished_node_grace + Duration::from_secs(1));
-            }
-        }
+struct Pass<'a> {
+    world: &'a World,
+    settings: &'a Settings,
+    memory: &'a mut Memory,
+    now: Timestamp,
+    decision: Decision,
+}
+
+impl Pass<'_> {
+    fn secs(&self) -> i64 {
+        self.now.as_second()
     }
-    for l in world.leases.iter().filter(|l| l.releasing_since.is_none() && gone_nodes.contains(l.node.as_str())) {
-        if memory.acted.insert(l.uid.clone()) {
-            actions.push(Action::Reclaim { lease: l.clone() });
+
+    fn soonest(&mut self, d: Duration) {
+        self.decision.look_again_in = Some(self.decision.look_again_in.map_or(d, |x| x.min(d)));
+    }
+
+    fn act(&mut self, key: String, action: Action) {
+        if self.memory.acted.insert(key) {
+            self.decision.actions.push(action);
         }
     }
 
-    // Leases of Pods that are gone.
-    if let Some(grace) = settings.pod_gone_grace {
-        let absent_pods: HashSet<&str> = world
+    /// Keeps only what concerns objects still in the snapshot.
+    fn forget_what_left(&mut self) {
+        let present: HashSet<&str> = self
+            .world
+            .leases
+            .iter()
+            .map(|l| l.uid.as_str())
+            .chain(self.world.holds.iter().map(|h| h.uid.as_str()))
+            .chain(self.world.claims.values().map(|c| c.uid.as_str()))
+            .collect();
+        self.memory
+            .acted
+            .retain(|k| present.contains(k.split('#').next().unwrap_or_default()) || k.starts_with("claim/"));
+    }
+
+    /// Evidence `key` seen this pass; a pass soon if its grace is pending.
+    fn sighted(&mut self, seen: Seen, grace: Duration) -> bool {
+        let now = self.secs();
+        if seen.ripe(now, grace) {
+            return true;
+        }
+        let left = if seen.repeated { seen.ripens_in(now, grace) } else { grace };
+        self.soonest(left.max(Duration::from_secs(1)) + Duration::from_secs(u64::from(!seen.repeated)));
+        false
+    }
+
+    fn reclaim_vanished_nodes(&mut self) {
+        let grace = self.settings.vanished_node_grace;
+        let absent: Vec<String> = self
+            .world
+            .leases
+            .iter()
+            .filter(|l| l.releasing_since.is_none() && !l.node.is_empty() && !self.world.nodes.contains(&l.node))
+            .map(|l| l.node.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut gone = HashSet::new();
+        for node in absent {
+            let seen = self.memory.nodes_absent.see(node.clone(), self.secs());
+            if self.sighted(seen, grace) {
+                gone.insert(node);
+            }
+        }
+        self.memory.nodes_absent.end_pass();
+        for l in self.world.leases.iter().filter(|l| l.releasing_since.is_none() && gone.contains(&l.node)) {
+            self.act(l.uid.clone(), Action::Reclaim { lease: l.clone() });
+        }
+    }
+
+    fn delete_leases_of_gone_pods(&mut self) {
+        let Some(grace) = self.settings.pod_gone_grace else {
+            self.memory.pods_absent = Sightings::default();
+            return;
+        };
+        let absent: std::collections::BTreeSet<String> = self
+            .world
             .leases
             .iter()
             .filter(|l| l.releasing_since.is_none())
-            .filter_map(|l| l.pod_uid.as_deref())
-            .filter(|uid| !uid.is_empty() && !world.pod_uids.contains(*uid))
+            .filter_map(|l| l.pod_uid())
+            .filter(|uid| !self.world.pod_uids.contains(*uid))
+            .map(str::to_string)
             .collect();
-        memory.pod_absent_since.retain(|u, _| absent_pods.contains(u.as_str()));
-        let mut gone_pods = HashSet::new();
-        for uid in &absent_pods {
-            match memory.pod_absent_since.get(*uid) {
-                Some(first) => {
-                    let absent_for = age_at_least(now, *first);
-                    if absent_for >= grace {
-                        gone_pods.insert(*uid);
-                    } else {
-                        soonest(grace - absent_for);
-                    }
-                }
-                None => {
-                    memory.pod_absent_since.insert((*uid).to_string(), now);
-                    soonest(grace + Duration::from_secs(1));
-                }
+        let mut gone = HashSet::new();
+        for uid in absent {
+            let seen = self.memory.pods_absent.see(uid.clone(), self.secs());
+            if self.sighted(seen, grace) {
+                gone.insert(uid);
             }
         }
-        for l in world.leases.iter().filter(|l| l.releasing_since.is_none()) {
-            if l.pod_uid.as_deref().is_some_and(|u| gone_pods.contains(u)) && memory.acted.insert(l.uid.clone()) {
-                actions.push(Action::DeleteLeak { lease: l.clone() });
+        self.memory.pods_absent.end_pass();
+        for l in self.world.leases.iter().filter(|l| l.releasing_since.is_none()) {
+            if l.pod_uid().is_some_and(|u| gone.contains(u)) {
+                self.act(l.uid.clone(), Action::DeleteLeak { lease: l.clone() });
             }
         }
-    } else {
-        memory.pod_absent_since.clear();
     }
 
-    // Forced release, one per waiting need.
-    let waiting: HashSet<&str> = world.needs.iter().filter(|n| n.until > now).map(|n| n.key.as_str()).collect();
-    memory.served.retain(|k| world.needs.iter().any(|n| &n.key == k));
-    let mut by_pool: BTreeMap<&str, Vec<&Lease>> = BTreeMap::new();
-    for l in &world.leases {
-        by_pool.entry(l.pool.as_str()).or_default().push(l);
+    fn lease_named(&self, name: &str) -> Option<&Lease> {
+        self.world.leases.iter().find(|l| l.name == name)
     }
-    let open: Vec<&Need> =
-        world.needs.iter().filter(|n| waiting.contains(n.key.as_str()) && !memory.served.contains(&n.key)).collect();
-    for need in open {
-        let leases = by_pool.get(need.pool.as_str()).map(Vec::as_slice).unwrap_or_default();
-        let capacity = world.capacity.get(&need.pool);
-        let mut best: Option<(&Lease, Duration, Duration)> = None;
-        for l in leases.iter().copied() {
-            let Some(since) = l.releasing_since else { continue };
-            // A held release is never forced; pool pressure ends holds below.
-            if memory.acted.contains(&l.uid) || l.is_held() {
+
+    fn state_of(&self, l: &Lease) -> ReleaseState {
+        release_state(
+            l.releasing_since,
+            l.force_release_after,
+            self.settings.default_force_release_after,
+            Some(self.now),
+        )
+    }
+
+    /// Creates each incarnation a hold asks for once the previous one is
+    /// gone; forces the previous one when it outlived its bound.
+    fn serve_holds(&mut self) {
+        for hold in self.world.holds.iter().filter(|h| !h.releasing) {
+            let Some(request) = hold.pending.clone() else { continue };
+            let previous = hold.incarnation.as_ref().and_then(|(_, name)| self.lease_named(name)).cloned();
+            match previous {
+                None => {
+                    let key = format!("{}#{}", hold.uid, request.incarnation);
+                    self.act(key, Action::CreateIncarnation { hold: Box::new(hold.clone()), request });
+                }
+                Some(prev) if prev.releasing_since.is_some() => match self.state_of(&prev) {
+                    ReleaseState::Stuck { age, bound } => {
+                        let why = ForceFor::Incarnation(hold.name.clone());
+                        self.act(prev.uid.clone(), Action::Force { lease: prev, age, bound, why });
+                    }
+                    ReleaseState::Young { left: Some(left) } => self.soonest(left),
+                    _ => {}
+                },
+                // The previous incarnation is live: its sandbox's DEL has not come.
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// True if the family of `ip` in `pool` is full (or its capacity is unknown).
+    fn family_full(&self, pool: &str, ip: Option<IpAddr>) -> bool {
+        let (Some(cap), Some(ip)) = (self.world.capacity.get(pool), ip) else { return true };
+        let in_family = |a: Option<IpAddr>| a.is_some_and(|a| a.is_ipv4() == ip.is_ipv4());
+        let used =
+            self.world.leases.iter().filter(|l| l.pool == pool && l.incarnation.is_none() && in_family(l.ip)).count()
+                + self.world.holds.iter().filter(|h| h.pool == pool && in_family(Some(h.ip))).count();
+        used as u128 >= cap.of(ip)
+    }
+
+    /// For each open need, the oldest release past its bound that could
+    /// serve it (never a hold or an incarnation); failing that, when no
+    /// release at all is in progress, the oldest idle hold of the pool.
+    fn serve_needs(&mut self) {
+        let now = self.now;
+        let open: Vec<Need> = self
+            .world
+            .needs
+            .iter()
+            .filter(|n| n.until > now && !self.memory.served.contains(&n.key))
+            .cloned()
+            .collect();
+        self.memory.served.retain(|k| self.world.needs.iter().any(|n| &n.key == k));
+        for need in open {
+            let candidates: Vec<&Lease> = self
+                .world
+                .leases
+                .iter()
+                .filter(|l| {
+                    l.pool == need.pool && l.releasing_since.is_some() && l.incarnation.is_none() && !l.is_held()
+                })
+                .filter(|l| !self.memory.acted.contains(&l.uid) && self.family_full(&need.pool, l.ip))
+                .collect();
+            let mut best: Option<(&Lease, Duration, Duration)> = None;
+            let mut pending = None;
+            for l in &candidates {
+                match self.state_of(l) {
+                    ReleaseState::Stuck { age, bound } if best.is_none_or(|(_, a, _)| age > a) => {
+                        best = Some((l, age, bound))
+                    }
+                    ReleaseState::Young { left: Some(left) }
+                        if now + left.min(Duration::from_secs(86_400)) < need.until =>
+                    {
+                        pending = Some(pending.map_or(left, |p: Duration| p.min(left)));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(p) = pending {
+                self.soonest(p);
+            }
+            if let Some((l, age, bound)) = best {
+                let lease = (*l).clone();
+                self.memory.served.insert(need.key.clone());
+                self.act(lease.uid.clone(), Action::Force { lease, age, bound, why: ForceFor::Need(need.key.clone()) });
                 continue;
             }
-            // With known ranges, force only in a family that is full.
-            if let (Some(cap), Some(ip)) = (capacity, l.ip) {
-                let family_leases = leases.iter().filter(|o| o.ip.is_some_and(|i| i.is_ipv4() == ip.is_ipv4())).count();
-                if (family_leases as u128) < cap.of(ip) {
+            let any_release =
+                self.world.leases.iter().any(|l| {
+                    l.pool == need.pool && l.releasing_since.is_some() && l.incarnation.is_none() && !l.is_held()
+                });
+            if any_release {
+                continue;
+            }
+            if let Some(hold) = self.oldest_idle_hold(&need.pool) {
+                self.memory.served.insert(need.key.clone());
+                self.act(hold.uid.clone(), Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure });
+            } else if let Some(lease) = self.oldest_legacy_hold(&need.pool) {
+                self.memory.served.insert(need.key.clone());
+                self.act(lease.uid.clone(), Action::EndLegacyHold { lease, reason: HoldEnd::PoolPressure });
+            }
+        }
+    }
+
+    /// True if `hold` has no live incarnation and asks for none.
+    fn idle(&self, hold: &Hold) -> bool {
+        let current_live = hold
+            .incarnation
+            .as_ref()
+            .and_then(|(_, name)| self.lease_named(name))
+            .is_some_and(|l| l.releasing_since.is_none());
+        !current_live && hold.pending.is_none()
+    }
+
+    fn oldest_idle_hold(&self, pool: &str) -> Option<Hold> {
+        self.world
+            .holds
+            .iter()
+            .filter(|h| h.pool == pool && !h.releasing && self.idle(h) && !self.memory.acted.contains(&h.uid))
+            .filter(|h| self.family_full(pool, Some(h.ip)))
+            .min_by_key(|h| self.memory.holds_idle.remembered().get(&h.uid).copied().unwrap_or(i64::MAX))
+            .cloned()
+    }
+
+    fn oldest_legacy_hold(&self, pool: &str) -> Option<Lease> {
+        self.world
+            .leases
+            .iter()
+            .filter(|l| {
+                l.pool == pool && l.is_held() && l.releasing_since.is_some() && !self.memory.acted.contains(&l.uid)
+            })
+            .filter(|l| self.family_full(pool, l.ip))
+            .min_by_key(|l| l.releasing_since)
+            .cloned()
+    }
+
+    /// Ends holds whose claim is gone or points elsewhere (seen twice), or
+    /// that had no incarnation for `stickyFor`; deletes a releasing hold
+    /// once its incarnation is gone.
+    fn end_holds(&mut self) {
+        let now = self.secs();
+        let holds = self.world.holds.clone();
+        for hold in &holds {
+            let idle = self.idle(hold);
+            if hold.releasing {
+                // Its incarnation gone (the executor reads it again first): delete it.
+                let current_gone = hold.incarnation.as_ref().is_none_or(|(_, name)| self.lease_named(name).is_none());
+                if current_gone {
+                    self.act(format!("{}#delete", hold.uid), Action::DeleteHold { hold: Box::new(hold.clone()) });
+                }
+                continue;
+            }
+            if idle {
+                let seen = self.memory.holds_idle.see(hold.uid.clone(), now);
+                if let Some(sticky_for) = hold.sticky_for
+                    && self.sighted(seen, sticky_for)
+                {
+                    self.act(
+                        hold.uid.clone(),
+                        Action::ReleaseHold { hold: Box::new(hold.clone()), reason: HoldEnd::Expired },
+                    );
                     continue;
                 }
             }
-            let bound = l.force_release_after.unwrap_or(settings.default_force_release_after);
-            let age = age_at_least(now, since);
-            if age < bound {
-                let left = bound - age + Duration::from_secs(1);
-                if now + left.min(Duration::from_secs(86_400)) < need.until {
-                    soonest(left);
-                }
+            if !self.world.claims_known {
                 continue;
             }
-            if best.is_none_or(|(_, a, _)| age > a) {
-                best = Some((l, age, bound));
-            }
-        }
-        if let Some((l, age, bound)) = best {
-            memory.acted.insert(l.uid.clone());
-            memory.served.insert(need.key.clone());
-            actions.push(Action::Force { lease: l.clone(), age, bound, need: need.key.clone() });
-            continue;
-        }
-        // Pool pressure: no release in progress other than holds (none that
-        // could free an address for this ADD, young or stuck): end the oldest hold.
-        let other_release = leases.iter().any(|l| l.releasing_since.is_some() && !l.is_held());
-        let full = |l: &Lease| match (capacity, l.ip) {
-            (Some(cap), Some(ip)) => {
-                leases.iter().filter(|o| o.ip.is_some_and(|i| i.is_ipv4() == ip.is_ipv4())).count() as u128
-                    >= cap.of(ip)
-            }
-            _ => true,
-        };
-        if !other_release
-            && let Some(oldest) = leases
-                .iter()
-                .filter(|l| l.is_held() && l.releasing_since.is_some() && !memory.acted.contains(&l.uid) && full(l))
-                .min_by_key(|l| l.releasing_since)
-        {
-            memory.acted.insert(oldest.uid.clone());
-            memory.served.insert(need.key.clone());
-            actions.push(Action::EndHold { lease: (*oldest).clone(), reason: HoldEnd::PoolPressure });
-        }
-    }
-
-    // Holds that end without a new Pod.
-    let held: Vec<&Lease> = world.leases.iter().filter(|l| l.is_held() && l.releasing_since.is_some()).collect();
-    memory.hold_evidence.retain(|uid, _| held.iter().any(|l| &l.uid == uid));
-    for l in held {
-        let (Some(st), Some(since)) = (&l.sticky, l.releasing_since) else { continue };
-        if memory.acted.contains(&l.uid) {
-            continue;
-        }
-        let age = age_at_least(now, since);
-        let reason = if age >= st.sticky_for {
-            Some(HoldEnd::Expired)
-        } else {
-            soonest(st.sticky_for - age + Duration::from_secs(1));
-            owner_evidence(world, st)
-        };
-        let act = match reason {
-            None => {
-                memory.hold_evidence.remove(&l.uid);
-                false
-            }
-            Some(HoldEnd::Expired) => true,
-            // The StatefulSet's absence or scale is evidence seen twice, as for every other release.
-            Some(r) => match memory.hold_evidence.insert(l.uid.clone(), r) {
-                Some(before) if before == r => true,
-                _ => {
-                    soonest(Duration::from_secs(1));
-                    false
+            let claim = self.world.claims.get(&(hold.claim.namespace.clone(), hold.claim.name.clone()));
+            let reason = match claim {
+                Some(c) if c.uid != hold.claim.uid => Some(HoldEnd::ClaimGone),
+                None => Some(HoldEnd::ClaimGone),
+                Some(c) if !c.ips.is_empty() && !c.ips.contains(&hold.ip) && idle => Some(HoldEnd::Superseded),
+                _ => None,
+            };
+            if let Some(r) = reason {
+                let seen = self.memory.evidence.see((hold.uid.clone(), r), now);
+                if seen.repeated {
+                    self.act(hold.uid.clone(), Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r });
+                } else {
+                    self.soonest(Duration::from_secs(1));
                 }
-            },
-        };
-        if act && let Some(r) = reason {
-            memory.acted.insert(l.uid.clone());
-            memory.hold_evidence.remove(&l.uid);
-            actions.push(Action::EndHold { lease: l.clone(), reason: r });
+            }
+        }
+        self.memory.holds_idle.end_pass_keeping(|_| false);
+    }
+
+    /// Leases of older versions held by the sticky-hold finalizer: the hold
+    /// ends after its `stickyFor`, or when its StatefulSet is gone or scaled
+    /// below the Pod's ordinal (seen twice).
+    fn end_legacy_holds(&mut self) {
+        let now = self.secs();
+        let held: Vec<Lease> =
+            self.world.leases.iter().filter(|l| l.is_held() && l.releasing_since.is_some()).cloned().collect();
+        for l in held {
+            let (Some(st), Some(since)) = (l.sticky.clone(), l.releasing_since) else { continue };
+            let age = age_at_least(self.now, since);
+            if age >= st.sticky_for {
+                self.act(l.uid.clone(), Action::EndLegacyHold { lease: l, reason: HoldEnd::Expired });
+                continue;
+            }
+            self.soonest(st.sticky_for - age + Duration::from_secs(1));
+            if let Some(r) = self.owner_evidence(&st) {
+                let seen = self.memory.evidence.see((l.uid.clone(), r), now);
+                if seen.repeated {
+                    self.act(l.uid.clone(), Action::EndLegacyHold { lease: l, reason: r });
+                } else {
+                    self.soonest(Duration::from_secs(1));
+                }
+            }
+        }
+        self.memory.evidence.end_pass();
+    }
+
+    /// What the StatefulSet says about a lease of an older version.
+    fn owner_evidence(&self, st: &Sticky) -> Option<HoldEnd> {
+        if st.owner_kind != "StatefulSet" || !self.world.statefulsets_known {
+            return None;
+        }
+        match self.world.statefulsets.get(&(st.namespace.clone(), st.owner.clone())) {
+            None => Some(HoldEnd::OwnerDeleted),
+            Some(replicas) => ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown),
         }
     }
-    decision.actions = actions;
-    decision
-}
 
-/// What the StatefulSet says about a hold: gone, or scaled below the
-/// ordinal. Other owner kinds end their holds by `stickyFor` and pressure only.
-fn owner_evidence(world: &World, st: &Sticky) -> Option<HoldEnd> {
-    if st.owner_kind != "StatefulSet" || !world.statefulsets_known {
-        return None;
-    }
-    match world.statefulsets.get(&(st.namespace.clone(), st.owner.clone())) {
-        None => Some(HoldEnd::OwnerDeleted),
-        Some(replicas) => ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown),
+    /// One claim per StatefulSet Pod ordinal below `replicas` and sticky
+    /// network; claims beyond them, or of a gone StatefulSet, deleted (seen twice).
+    fn statefulset_claims(&mut self) {
+        if !(self.world.statefulsets_known && self.world.claims_known) || self.world.sticky_networks.is_empty() {
+            return;
+        }
+        let now = self.secs();
+        let mut wanted: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+        for ((namespace, sts), replicas) in &self.world.statefulsets {
+            for net in &self.world.sticky_networks {
+                for i in 0..(*replicas).clamp(0, 100_000) {
+                    let name = format!("{sts}-{i}.{}", net.pool);
+                    if netendpoint_crd::is_dns1123_subdomain(&name) {
+                        wanted.insert((namespace.clone(), name), (net.network.clone(), sts.clone()));
+                    }
+                }
+            }
+        }
+        for ((namespace, name), (network, statefulset)) in &wanted {
+            if !self.world.claims.contains_key(&(namespace.clone(), name.clone())) {
+                let action = Action::CreateClaim {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    network: network.clone(),
+                    statefulset: statefulset.clone(),
+                };
+                self.act(format!("claim/{namespace}/{name}"), action);
+            }
+        }
+        self.memory.acted.retain(|k| {
+            !k.starts_with("claim/") || {
+                let rest = &k["claim/".len()..];
+                rest.split_once('/')
+                    .is_some_and(|(ns, n)| !self.world.claims.contains_key(&(ns.to_string(), n.to_string())))
+            }
+        });
+        let surplus: Vec<(String, String, String)> = self
+            .world
+            .claims
+            .iter()
+            .filter(|((ns, name), c)| c.statefulset.is_some() && !wanted.contains_key(&(ns.clone(), name.clone())))
+            .map(|((ns, name), c)| (ns.clone(), name.clone(), c.uid.clone()))
+            .collect();
+        for (namespace, name, uid) in surplus {
+            let seen = self.memory.surplus_claims.see((namespace.clone(), name.clone()), now);
+            if seen.repeated {
+                self.act(uid.clone(), Action::DeleteClaim { namespace, name, uid });
+            } else {
+                self.soonest(Duration::from_secs(1));
+            }
+        }
+        self.memory.surplus_claims.end_pass();
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const T0: &str = "2026-01-01T00:00:00Z";
-
-    fn t(secs: i64) -> Timestamp {
-        T0.parse::<Timestamp>().unwrap() + k8s_openapi::jiff::SignedDuration::from_secs(secs)
-    }
-
-    trait TestLease {
-        fn test(ip: &str) -> Self;
-        fn held(ip: &str, ordinal: u32, at: i64) -> Self;
-        fn on(self, node: &str) -> Self;
-        fn releasing_since(self, at: i64, bound: u64) -> Self;
-    }
-
-    impl TestLease for Lease {
-        fn test(ip: &str) -> Self {
-            Lease {
-                name: format!("p.{ip}"),
-                uid: format!("uid-{ip}"),
-                resource_version: "1".into(),
-                pool: "p".into(),
-                ip: ip.parse().ok(),
-                node: "n1".into(),
-                pod_uid: Some(format!("pod-{ip}")),
-                releasing_since: None,
-                finalizers: vec![],
-                force_release_after: None,
-                sticky: None,
-            }
-        }
-        /// A released sticky lease of StatefulSet `web`'s Pod `web-<ordinal>`, held since `at`.
-        fn held(ip: &str, ordinal: u32, at: i64) -> Self {
-            let mut l = Lease::test(ip).releasing_since(at, 600);
-            l.finalizers = vec![netendpoint_crd::FINALIZER_STICKY_HOLD.into()];
-            l.sticky = Some(Sticky {
-                namespace: "ns".into(),
-                pod: format!("web-{ordinal}"),
-                owner_kind: "StatefulSet".into(),
-                owner: "web".into(),
-                sticky_for: Duration::from_secs(3600),
-            });
-            l
-        }
-        fn on(mut self, node: &str) -> Self {
-            self.node = node.into();
-            self
-        }
-        fn releasing_since(mut self, at: i64, bound: u64) -> Self {
-            self.releasing_since = Some(t(at));
-            self.force_release_after = Some(Duration::from_secs(bound));
-            self.finalizers = vec!["example.com/agent".into()];
-            self
-        }
-    }
-
-    fn settings() -> Settings {
-        Settings {
-            vanished_node_grace: Duration::from_secs(60),
-            pod_gone_grace: Some(Duration::from_secs(900)),
-            default_force_release_after: Duration::from_secs(600),
-        }
-    }
-
-    fn world(leases: Vec<Lease>) -> World {
-        let pod_uids = leases.iter().filter_map(|l| l.pod_uid.clone()).collect();
-        World { leases, nodes: ["n1".to_string()].into(), pod_uids, ..World::default() }
-    }
-
-    fn need(key: &str, until: i64) -> Need {
-        Need { key: key.into(), pool: "p".into(), until: t(until) }
-    }
-
-    fn kinds(d: &Decision) -> Vec<String> {
-        d.actions
-            .iter()
-            .map(|a| match a {
-                Action::Reclaim { lease } => format!("reclaim {}", lease.name),
-                Action::DeleteLeak { lease } => format!("leak {}", lease.name),
-                Action::Force { lease, need, .. } => format!("force {} for {need}", lease.name),
-                Action::EndHold { lease, reason } => format!("end hold {} {reason:?}", lease.name),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_vanished_nodes_lease_is_reclaimed_only_when_seen_absent_twice_across_the_grace() {
-        let w = world(vec![Lease::test("10.0.0.1").on("gone"), Lease::test("10.0.0.2")]);
-        let mut m = Memory::default();
-        let s = settings();
-        // First sighting: nothing, and a pass is asked for after the grace.
-        let d = decide(&w, &s, &mut m, t(0));
-        assert!(d.actions.is_empty());
-        assert_eq!(d.look_again_in, Some(Duration::from_secs(61)));
-        assert!(decide(&w, &s, &mut m, t(60)).actions.is_empty(), "whole-second rounding: not yet");
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(61))), ["reclaim p.10.0.0.1"]);
-        // Decided once, not again while the lease is still listed.
-        assert!(decide(&w, &s, &mut m, t(62)).actions.is_empty());
-    }
-
-    #[test]
-    fn a_node_that_comes_back_starts_its_grace_again_and_a_present_nodes_lease_is_never_reclaimed() {
-        let mut w = world(vec![Lease::test("10.0.0.1").on("flaky")]);
-        let mut m = Memory::default();
-        let s = settings();
-        decide(&w, &s, &mut m, t(0));
-        w.nodes.insert("flaky".into());
-        assert!(decide(&w, &s, &mut m, t(100)).actions.is_empty());
-        w.nodes.remove("flaky");
-        assert!(decide(&w, &s, &mut m, t(200)).actions.is_empty(), "grace restarted");
-        assert!(decide(&w, &s, &mut m, t(230)).actions.is_empty());
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(261))), ["reclaim p.10.0.0.1"]);
-    }
-
-    #[test]
-    fn a_releasing_lease_of_a_vanished_node_is_left_to_its_finalizers() {
-        let w = world(vec![Lease::test("10.0.0.1").on("gone").releasing_since(0, 600)]);
-        let mut m = Memory::default();
-        decide(&w, &settings(), &mut m, t(0));
-        assert!(decide(&w, &settings(), &mut m, t(1000)).actions.is_empty());
-    }
-
-    #[test]
-    fn pod_gone_cleanup_respects_its_grace_its_off_switch_and_living_pods() {
-        let mut w = world(vec![Lease::test("10.0.0.1"), Lease::test("10.0.0.2"), Lease::test("10.0.0.3")]);
-        w.pod_uids.remove("pod-10.0.0.1");
-        w.leases[2].pod_uid = None; // no Pod named: never a leak
-        let mut m = Memory::default();
-        let s = settings();
-        assert!(decide(&w, &s, &mut m, t(0)).actions.is_empty());
-        assert!(decide(&w, &s, &mut m, t(900)).actions.is_empty());
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(901))), ["leak p.10.0.0.1"]);
-
-        let off = Settings { pod_gone_grace: None, ..settings() };
-        let mut m = Memory::default();
-        assert!(decide(&w, &off, &mut m, t(0)).actions.is_empty());
-        assert!(decide(&w, &off, &mut m, t(100_000)).actions.is_empty());
-
-        // A Pod that reappears (a slow watch) restarts the grace.
-        let mut m = Memory::default();
-        decide(&w, &s, &mut m, t(0));
-        w.pod_uids.insert("pod-10.0.0.1".into());
-        assert!(decide(&w, &s, &mut m, t(500)).actions.is_empty());
-        w.pod_uids.remove("pod-10.0.0.1");
-        assert!(decide(&w, &s, &mut m, t(1000)).actions.is_empty());
-    }
-
-    #[test]
-    fn a_release_is_forced_only_for_a_waiting_need_and_only_past_its_own_bound() {
-        let leases = vec![
-            Lease::test("10.0.0.1").releasing_since(0, 30),
-            Lease::test("10.0.0.2").releasing_since(0, 3600),
-            Lease::test("10.0.0.3").releasing_since(10, 30),
-        ];
-        let s = settings();
-        // No need: nothing, however old.
-        let w = world(leases.clone());
-        assert!(decide(&w, &s, &mut Memory::default(), t(10_000)).actions.is_empty());
-        // A need, but every release young: nothing now, a pass when the first ripens.
-        let mut w = world(leases.clone());
-        w.needs = vec![need("ns/a", 100)];
-        let mut m = Memory::default();
-        let d = decide(&w, &s, &mut m, t(20));
-        assert!(d.actions.is_empty());
-        assert_eq!(d.look_again_in, Some(Duration::from_secs(12)));
-        // Past the bound of .1 only: .1 is forced, once.
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(35))), ["force p.10.0.0.1 for ns/a"]);
-        assert!(decide(&w, &s, &mut m, t(50)).actions.is_empty(), "the need is served");
-        // A second waiter gets the next eligible release, never the same one.
-        w.needs.push(need("ns/b", 100));
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(50))), ["force p.10.0.0.3 for ns/b"]);
-        // An expired need forces nothing.
-        let mut w = world(leases);
-        w.needs = vec![need("ns/old", 30)];
-        assert!(decide(&w, &s, &mut Memory::default(), t(40)).actions.is_empty());
-    }
-
-    #[test]
-    fn with_known_ranges_a_release_is_forced_only_when_its_family_is_full() {
-        let mut w = world(vec![Lease::test("10.0.0.1").releasing_since(0, 30), Lease::test("10.0.0.2")]);
-        w.needs = vec![need("ns/a", 1000)];
-        w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
-        assert!(decide(&w, &settings(), &mut Memory::default(), t(100)).actions.is_empty(), "one IPv4 free");
-        w.capacity.insert("p".into(), Capacity { v4: 2, v6: 0 });
-        assert_eq!(kinds(&decide(&w, &settings(), &mut Memory::default(), t(100))), ["force p.10.0.0.1 for ns/a"]);
-    }
-
-    #[test]
-    fn the_oldest_eligible_release_is_forced_first_and_other_pools_are_untouched() {
-        let mut other = Lease::test("10.0.0.9").releasing_since(0, 1);
-        other.pool = "q".into();
-        other.name = "q.10.0.0.9".into();
-        let mut w = world(vec![
-            Lease::test("10.0.0.1").releasing_since(50, 10),
-            Lease::test("10.0.0.2").releasing_since(20, 10),
-            other,
-        ]);
-        w.needs = vec![need("ns/a", 1000)];
-        assert_eq!(kinds(&decide(&w, &settings(), &mut Memory::default(), t(100))), ["force p.10.0.0.2 for ns/a"]);
-    }
-
-    fn with_sts(leases: Vec<Lease>, replicas: Option<i64>) -> World {
-        let mut w = world(leases);
-        w.statefulsets_known = true;
-        if let Some(r) = replicas {
-            w.statefulsets.insert(("ns".into(), "web".into()), r);
-        }
-        w
-    }
-
-    #[test]
-    fn ordinals_parse_only_from_the_owners_pod_names() {
-        assert_eq!(ordinal("web", "web-0"), Some(0));
-        assert_eq!(ordinal("web", "web-12"), Some(12));
-        for bad in ["web", "web-", "web-01", "web-x", "webx-1", "web-1-2", "other-1"] {
-            assert_eq!(ordinal("web", bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn a_hold_ends_when_its_statefulset_is_gone_or_scaled_below_it_seen_twice() {
-        let s = settings();
-        let leases = vec![Lease::held("10.0.0.1", 0, 0), Lease::held("10.0.0.2", 2, 0)];
-        // Present and large enough: holds stay.
-        let mut m = Memory::default();
-        assert!(decide(&with_sts(leases.clone(), Some(3)), &s, &mut m, t(10)).actions.is_empty());
-        // Scaled to 2: the ordinal-2 hold ends on the second sighting.
-        let w = with_sts(leases.clone(), Some(2));
-        assert!(decide(&w, &s, &mut m, t(11)).actions.is_empty(), "first sighting");
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(12))), ["end hold p.10.0.0.2 ScaledDown"]);
-        assert!(decide(&w, &s, &mut m, t(13)).actions.is_empty(), "once");
-        // Scaled down and back up between two passes: the sighting is forgotten.
-        let mut m = Memory::default();
-        decide(&with_sts(leases.clone(), Some(1)), &s, &mut m, t(10));
-        assert!(decide(&with_sts(leases.clone(), Some(3)), &s, &mut m, t(11)).actions.is_empty());
-        assert!(decide(&with_sts(leases.clone(), Some(1)), &s, &mut m, t(12)).actions.is_empty());
-        // Deleted: both holds end on the second sighting.
-        let mut m = Memory::default();
-        let w = with_sts(leases.clone(), None);
-        assert!(decide(&w, &s, &mut m, t(10)).actions.is_empty());
-        assert_eq!(
-            kinds(&decide(&w, &s, &mut m, t(11))),
-            ["end hold p.10.0.0.1 OwnerDeleted", "end hold p.10.0.0.2 OwnerDeleted"]
-        );
-        // Before the StatefulSets were listed, nothing is concluded from their absence.
-        let mut w = with_sts(leases, None);
-        w.statefulsets_known = false;
-        let mut m = Memory::default();
-        decide(&w, &s, &mut m, t(10));
-        assert!(decide(&w, &s, &mut m, t(11)).actions.is_empty());
-    }
-
-    #[test]
-    fn a_hold_ends_after_sticky_for_on_the_servers_clock_and_a_live_lease_is_never_touched() {
-        let s = settings();
-        let mut live = Lease::held("10.0.0.2", 0, 0);
-        live.releasing_since = None;
-        let w = with_sts(vec![Lease::held("10.0.0.1", 0, 0), live], Some(1));
-        let mut m = Memory::default();
-        let d = decide(&w, &s, &mut m, t(100));
-        assert!(d.actions.is_empty());
-        assert_eq!(d.look_again_in, Some(Duration::from_secs(3502)));
-        assert!(decide(&w, &s, &mut m, t(3600)).actions.is_empty(), "whole-second rounding: not yet");
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["end hold p.10.0.0.1 Expired"]);
-    }
-
-    #[test]
-    fn pool_pressure_ends_the_oldest_hold_only_when_no_other_release_can_serve() {
-        let s = settings();
-        let mut w = with_sts(
-            vec![Lease::held("10.0.0.1", 0, 50), Lease::held("10.0.0.2", 1, 20), Lease::test("10.0.0.3")],
-            Some(3),
-        );
-        w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
-        // No need: holds stay.
-        assert!(decide(&w, &s, &mut Memory::default(), t(100)).actions.is_empty());
-        // A need: the oldest hold ends, once per need; never forced.
-        w.needs = vec![need("ns/a", 1000)];
-        let mut m = Memory::default();
-        assert_eq!(kinds(&decide(&w, &s, &mut m, t(100))), ["end hold p.10.0.0.2 PoolPressure"]);
-        assert!(decide(&w, &s, &mut m, t(101)).actions.is_empty());
-        // Another release in progress (young, not held) can serve it: no hold ends.
-        let mut w2 =
-            with_sts(vec![Lease::held("10.0.0.1", 0, 50), Lease::test("10.0.0.3").releasing_since(90, 600)], Some(3));
-        w2.needs = vec![need("ns/a", 1000)];
-        assert!(decide(&w2, &s, &mut Memory::default(), t(100)).actions.is_empty());
-        // A family with room: no hold ends.
-        w.capacity.insert("p".into(), Capacity { v4: 4, v6: 0 });
-        assert!(decide(&w, &s, &mut Memory::default(), t(100)).actions.is_empty());
-        // A held release past its forced-release bound is not forced.
-        let mut old = Lease::held("10.0.0.1", 0, 0);
-        old.force_release_after = Some(Duration::from_secs(1));
-        let mut w3 = with_sts(vec![old], Some(3));
-        w3.needs = vec![need("ns/a", 1000)];
-        assert_eq!(kinds(&decide(&w3, &s, &mut Memory::default(), t(100))), ["end hold p.10.0.0.1 PoolPressure"]);
-    }
-}
+mod tests;

@@ -17,8 +17,21 @@ use tracing::{debug, warn};
 use crate::Controller;
 use crate::error::{Error, Result};
 
+/// Which paths a server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Routes {
+    /// `/metrics`, `/healthz` and `/readyz`.
+    All,
+    /// `/healthz` and `/readyz` only (the kubelet's probes).
+    Probes,
+}
+
 /// Binds `addr` and returns the bound address and the serving future.
-pub(crate) async fn bind(addr: SocketAddr, ctl: Arc<Controller>) -> Result<(SocketAddr, impl Future<Output = ()>)> {
+pub(crate) async fn bind(
+    addr: SocketAddr,
+    ctl: Arc<Controller>,
+    routes: Routes,
+) -> Result<(SocketAddr, impl Future<Output = ()>)> {
     let listener = TcpListener::bind(addr).await.map_err(|source| Error::Listen { addr, source })?;
     let local = listener.local_addr().map_err(|source| Error::Listen { addr, source })?;
     let serve = async move {
@@ -35,7 +48,7 @@ pub(crate) async fn bind(addr: SocketAddr, ctl: Arc<Controller>) -> Result<(Sock
             tokio::spawn(async move {
                 let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
                     let ctl = ctl.clone();
-                    async move { Ok::<_, Infallible>(route(&ctl, req.uri().path())) }
+                    async move { Ok::<_, Infallible>(route(&ctl, routes, req.uri().path())) }
                 });
                 if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await {
                     debug!(error = %e, "http connection ended");
@@ -46,9 +59,9 @@ pub(crate) async fn bind(addr: SocketAddr, ctl: Arc<Controller>) -> Result<(Sock
     Ok((local, serve))
 }
 
-fn route(ctl: &Controller, path: &str) -> Response<Full<Bytes>> {
+fn route(ctl: &Controller, routes: Routes, path: &str) -> Response<Full<Bytes>> {
     let (status, ctype, body) = match path {
-        "/metrics" => (StatusCode::OK, crate::metrics::CONTENT_TYPE, ctl.metrics.render()),
+        "/metrics" if routes == Routes::All => (StatusCode::OK, crate::metrics::CONTENT_TYPE, ctl.metrics.render()),
         "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
         "/readyz" if ctl.ready.load(Ordering::Relaxed) => (StatusCode::OK, "text/plain", "ready\n".to_string()),
         "/readyz" => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "initial lists not done\n".to_string()),

@@ -1,59 +1,62 @@
 //! netendpoint-controller: the cluster-side half of netendpoint.
 //!
-//! It watches (kube-runtime reflectors, no polling) the leases, the Nodes,
-//! the Pods, the StatefulSets, the `IPNeeded` Events of waiting ADDs and the
-//! ConfigMap the network config is rendered from, and on every change:
+//! It watches (kube-runtime reflectors, no polling) the leases and holds, the
+//! Nodes, the Pods (metadata), the StatefulSets, the claims, the needs of
+//! waiting ADDs and the ConfigMap the network config is rendered from, and
+//! on every change:
 //! - publishes pool health as Prometheus metrics ([`metrics`]), on every replica;
-//! - on the leader only (a `coordination.k8s.io` Lease), takes the
-//!   cross-node actions that [`decide`] chooses: reclaim of vanished nodes'
-//!   leases, deletion of leases whose Pod is gone, forced release of the
-//!   oldest stuck release for an ADD that waits, and the end of sticky holds
-//!   (StatefulSet deleted or scaled below the ordinal, `stickyFor` passed,
-//!   pool pressure; see `docs/sticky-ips.md`).
+//! - on the leader only (a `coordination.k8s.io` Lease): writes the shard
+//!   and pool summaries ADDs read ([`summary`]) and the pools the admission
+//!   policy reads ([`pools_param`]), and takes the actions [`decide`]
+//!   chooses ([`act`]): reclaim of vanished nodes' leases, deletion of
+//!   leases whose Pod is gone, forced release for an ADD that waits,
+//!   incarnations of sticky claims, the end of holds, and the claims of
+//!   StatefulSet Pods.
 //!
-//! Every write names one lease by name and UID; a forced release also tests
-//! its resourceVersion, so a successor under the same name is never touched.
+//! Every write names one object by name and UID; a forced release also
+//! tests its resourceVersion, so a successor under the same name is never
+//! touched.
 
+pub mod act;
 pub mod decide;
 pub mod error;
 mod http;
 pub mod metrics;
+pub mod needs;
 pub mod pool_status;
+pub mod pools_param;
+pub mod summary;
 
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Node, ObjectReference, Pod};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Client;
+use kube::ResourceExt;
+use kube::api::Api;
 use kube::core::PartialObjectMeta;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
-use netendpoint_cni::store::{PoolEntry, ServerClock, event_object, force_release_patch};
-use netendpoint_crd::{
-    ANNOTATION_NEEDED_FOR, ANNOTATION_NEEDED_POOL, FINALIZER_STICKY_HOLD, GROUP, NetworkEndpoint,
-    REASON_FORCED_RELEASE, REASON_IP_NEEDED, REASON_STICKY_HOLD_ENDED, duration, label_value,
-};
+use netendpoint_crd::ipamclaim::{IPAMClaim, LABEL_STATEFULSET};
+use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed, duration};
+use netendpoint_lease::ServerClock;
 use tokio::sync::Notify;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
-use crate::decide::{Action, Capacity, Decision, Lease, Memory, Need, Settings, Sticky, World};
+pub use crate::act::{REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_NODE_VANISHED, REASON_POD_GONE};
+use crate::decide::{Capacity, ClaimFacts, Decision, Hold, Lease, Memory, Settings, StickyNetwork, World};
 pub use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
 /// The name in the controller's Events (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "netendpoint-controller";
-/// Event reason of a vanished node's lease whose release was requested.
-pub const REASON_NODE_VANISHED: &str = "NodeVanished";
-/// Event reason of a gone Pod's lease whose release was requested.
-pub const REASON_POD_GONE: &str = "PodGone";
 /// The longest pause between two passes when nothing changes.
 const IDLE_PASS: Duration = Duration::from_secs(30);
 
@@ -91,21 +94,31 @@ pub struct Options {
     #[arg(long, env = "NETENDPOINT_CONTROLLER_FORCE_RELEASE_AFTER", default_value = "10m")]
     pub force_release_after: String,
     /// `namespace/name` of the ConfigMap holding the network config(s) the
-    /// pools' ranges are read from; empty for none (no capacity figures).
+    /// pools' ranges are read from; empty for none (no capacity figures, no
+    /// StatefulSet claims, no pools for the admission policy).
     #[arg(long, env = "NETENDPOINT_CONTROLLER_NET_CONF", default_value = "netendpoint-system/netendpoint-net-conf")]
     pub net_conf: String,
+    /// `namespace/name` of the ConfigMap the controller writes each pool's
+    /// CIDRs into, for the admission policy `netendpoint-lease-address`;
+    /// empty for none.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_POOLS_PARAM", default_value = "netendpoint-system/netendpoint-pools")]
+    pub pools_param: String,
     /// Label selector of the leases this controller manages (and counts);
     /// empty for all. Lets one controller per set of pools run side by side.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_SELECTOR", default_value = "")]
     pub selector: String,
     /// Least time between two writes of one pool's NetworkEndpointPool
-    /// status (`kubectl get neppool`), written by the leader when the
-    /// figures change; `off` writes none.
+    /// figures (`kubectl get neppool`); `off` writes none.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_POOL_STATUS_INTERVAL", default_value = "5s")]
     pub pool_status_interval: String,
-    /// Address of the /metrics, /healthz and /readyz server.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "0.0.0.0:9090")]
+    /// Address of the /metrics, /healthz and /readyz server (loopback by
+    /// default: put an authenticating proxy in front to scrape it).
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "127.0.0.1:9090")]
     pub listen: SocketAddr,
+    /// Address of a second server that answers `/healthz` and `/readyz`
+    /// only, for the kubelet's probes (e.g. `0.0.0.0:9091`); empty for none.
+    #[arg(long, env = "NETENDPOINT_CONTROLLER_PROBE_LISTEN", default_value = "")]
+    pub probe_listen: String,
 }
 
 impl Options {
@@ -137,6 +150,17 @@ impl Options {
     }
 }
 
+/// `namespace/name`, or `None` when empty.
+fn object_ref(flag: &'static str, v: &str) -> Result<Option<(String, String)>> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    match v.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(Some((ns.to_string(), name.to_string()))),
+        _ => Err(Error::Flag { flag, reason: format!("{v:?} is not namespace/name") }),
+    }
+}
+
 /// A client whose responses feed `clock` with the API server's `Date`.
 async fn client(opts: &Options, clock: ServerClock) -> Result<Client> {
     let cfg = match &opts.kubeconfig {
@@ -148,28 +172,31 @@ async fn client(opts: &Options, clock: ServerClock) -> Result<Client> {
         }
         None => kube::Config::infer().await.map_err(Error::Kubeconfig)?,
     };
-    let layer = tower::util::MapResponseLayer::new(move |resp: ::http::Response<Box<kube::client::DynBody>>| {
-        if let Some(date) = resp.headers().get(::http::header::DATE).and_then(|d| d.to_str().ok()) {
-            clock.observe(date);
-        }
-        resp
-    });
+    let layer = netendpoint_lease::clock::date_layer(clock);
     Ok(kube::client::ClientBuilder::try_from(cfg).map_err(Error::Client)?.with_layer(&layer).build())
 }
 
 /// What every replica watches.
 struct Stores {
-    leases: Store<PartialObjectMeta<NetworkEndpoint>>,
+    leases: Store<NetworkEndpoint>,
     nodes: Store<PartialObjectMeta<Node>>,
     pods: Option<Store<PartialObjectMeta<Pod>>>,
-    needs: Store<PartialObjectMeta<CoreEvent>>,
+    needs: Store<NetworkEndpointNeed>,
     net_conf: Option<Store<ConfigMap>>,
     statefulsets: Store<StatefulSet>,
+    claims: Store<IPAMClaim>,
+    claims_listed: Arc<AtomicBool>,
 }
 
-/// Runs a reflector for `stream`'s objects, waking `notify` on every event.
-fn spawn_reflector<K, S>(writer: reflector::store::Writer<K>, stream: S, notify: Arc<Notify>, what: &'static str)
-where
+/// Runs a reflector for `stream`'s objects, waking `notify` on every event
+/// and setting `listed` once the first list is done.
+fn spawn_reflector<K, S>(
+    writer: reflector::store::Writer<K>,
+    stream: S,
+    notify: Arc<Notify>,
+    what: &'static str,
+    listed: Option<Arc<AtomicBool>>,
+) where
     K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
@@ -177,8 +204,14 @@ where
     tokio::spawn(async move {
         let mut s = reflector::reflector(writer, stream).default_backoff().boxed();
         while let Some(ev) = s.next().await {
-            if let Err(e) = ev {
-                warn!(what, error = %e, "watch failed; retrying");
+            match ev {
+                Err(e) => warn!(what, error = %e, "watch failed; retrying"),
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(l) = &listed {
+                        l.store(true, Ordering::Relaxed);
+                    }
+                }
+                Ok(_) => {}
             }
             notify.notify_one();
         }
@@ -189,45 +222,50 @@ fn start_watches(client: &Client, opts: &Options, settings: &Settings, notify: &
     let cfg = watcher::Config::default;
     let (leases, w) = reflector::store();
     let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
+    // Whole objects: the controller reads pool, node and Pod from the spec
+    // (labels only mirror them), and keeps no managedFields.
+    let lease_stream =
+        watcher(Api::<NetworkEndpoint>::all(client.clone()), selected).modify(|ep: &mut NetworkEndpoint| {
+            ep.metadata.managed_fields = None;
+        });
+    spawn_reflector(w, lease_stream, notify.clone(), "leases", None);
+    let (nodes, w) = reflector::store();
     spawn_reflector(
         w,
-        watcher(Api::<PartialObjectMeta<NetworkEndpoint>>::all(client.clone()), selected),
+        watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()),
         notify.clone(),
-        "leases",
+        "nodes",
+        None,
     );
-    let (nodes, w) = reflector::store();
-    spawn_reflector(w, watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()), notify.clone(), "nodes");
     let pods = settings.pod_gone_grace.map(|_| {
         let (pods, w) = reflector::store();
-        spawn_reflector(w, watcher(Api::<PartialObjectMeta<Pod>>::all(client.clone()), cfg()), notify.clone(), "pods");
+        spawn_reflector(
+            w,
+            watcher(Api::<PartialObjectMeta<Pod>>::all(client.clone()), cfg()),
+            notify.clone(),
+            "pods",
+            None,
+        );
         pods
     });
     let (needs, w) = reflector::store();
-    let by_reason = cfg().fields(&format!("reason={REASON_IP_NEEDED}"));
-    spawn_reflector(
-        w,
-        watcher(Api::<PartialObjectMeta<CoreEvent>>::all(client.clone()), by_reason),
-        notify.clone(),
-        "needs",
-    );
-    let net_conf = match opts.net_conf.split_once('/') {
-        _ if opts.net_conf.is_empty() => None,
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+    spawn_reflector(w, watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()), notify.clone(), "needs", None);
+    let net_conf = match object_ref("net-conf", &opts.net_conf)? {
+        None => None,
+        Some((ns, name)) => {
             let (cms, w) = reflector::store();
             let one = cfg().fields(&format!("metadata.name={name}"));
             spawn_reflector(
                 w,
-                watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), one),
+                watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one),
                 notify.clone(),
                 "net-conf",
+                None,
             );
             Some(cms)
         }
-        _ => {
-            return Err(Error::Flag { flag: "net-conf", reason: format!("{:?} is not namespace/name", opts.net_conf) });
-        }
     };
-    // StatefulSets end the sticky holds of their Pods when deleted or scaled down.
+    // StatefulSets end the legacy holds of their Pods, and get claims for sticky networks.
     let (statefulsets, w) = reflector::store();
     let sts = watcher(Api::<StatefulSet>::all(client.clone()), cfg()).modify(|s: &mut StatefulSet| {
         // Only the replica count is read: drop the Pod template and status.
@@ -238,8 +276,16 @@ fn start_watches(client: &Client, opts: &Options, settings: &Settings, notify: &
         s.status = None;
         s.metadata.managed_fields = None;
     });
-    spawn_reflector(w, sts, notify.clone(), "statefulsets");
-    Ok(Stores { leases, nodes, pods, needs, net_conf, statefulsets })
+    spawn_reflector(w, sts, notify.clone(), "statefulsets", None);
+    // Claims: the IPAMClaim CRD may not be installed; until they are
+    // listed, nothing is concluded from a claim's absence.
+    let (claims, w) = reflector::store();
+    let claims_listed = Arc::new(AtomicBool::new(false));
+    let claim_stream = watcher(Api::<IPAMClaim>::all(client.clone()), cfg()).modify(|c: &mut IPAMClaim| {
+        c.metadata.managed_fields = None;
+    });
+    spawn_reflector(w, claim_stream, notify.clone(), "ipamclaims", Some(claims_listed.clone()));
+    Ok(Stores { leases, nodes, pods, needs, net_conf, statefulsets, claims, claims_listed })
 }
 
 impl Stores {
@@ -256,13 +302,29 @@ impl Stores {
         let _ = self.statefulsets.wait_until_ready().await;
     }
 
-    fn world(&self) -> World {
+    /// The network configs of the net-conf ConfigMap.
+    fn networks(&self) -> Vec<netendpoint_cni::config::IpamConfig> {
+        let mut out = Vec::new();
+        for cm in self.net_conf.iter().flat_map(|c| c.state()) {
+            let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+            let (networks, problems) = netendpoint_cni::config::networks_in_files(files);
+            for p in problems {
+                warn!(problem = %p, "network config gives no capacity");
+            }
+            out.extend(networks);
+        }
+        out
+    }
+
+    fn world(&self, needs: Vec<decide::Need>, networks: &[netendpoint_cni::config::IpamConfig]) -> World {
+        let objects = self.leases.state();
         World {
-            leases: self.leases.state().iter().filter_map(|m| lease_of(m)).collect(),
-            nodes: self.nodes.state().iter().map(|n| label_value(&n.name_any())).collect(),
+            leases: objects.iter().filter_map(|ep| Lease::of(ep)).collect(),
+            holds: objects.iter().filter_map(|ep| Hold::of(ep)).collect(),
+            nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
-            needs: self.needs.state().iter().filter_map(|e| need_of(e)).collect(),
-            capacity: self.net_conf.iter().flat_map(|c| c.state()).flat_map(|cm| capacities(&cm)).collect(),
+            needs,
+            capacity: capacities(networks),
             statefulsets: self
                 .statefulsets
                 .state()
@@ -273,207 +335,73 @@ impl Stores {
                 })
                 .collect(),
             statefulsets_known: true,
+            claims: self
+                .claims
+                .state()
+                .iter()
+                .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), claim_facts(c)))
+                .collect(),
+            claims_known: self.claims_listed.load(Ordering::Relaxed),
+            sticky_networks: networks
+                .iter()
+                .filter(|n| n.sticky.as_ref().is_some_and(|s| s.stateful_sets))
+                .map(|n| StickyNetwork { pool: n.pool.clone(), network: n.network.clone() })
+                .collect(),
         }
     }
 }
 
-/// The [`Lease`] of a metadata-only NetworkEndpoint; `None` without a pool label.
-pub fn lease_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Lease> {
-    Lease::from_meta(&m.metadata)
-}
-
-/// The sticky facts of a lease (see [`Sticky::from_meta`]).
-pub fn sticky_of(m: &PartialObjectMeta<NetworkEndpoint>) -> Option<Sticky> {
-    Sticky::from_meta(&m.metadata)
-}
-
-pub use netendpoint_crd::pools::ip_from_name;
-
-/// The [`Need`] of an `IPNeeded` Event; `None` when it lacks its annotations.
-pub fn need_of(e: &PartialObjectMeta<CoreEvent>) -> Option<Need> {
-    let ann = e.metadata.annotations.as_ref()?;
-    let wait = duration::parse(ann.get(ANNOTATION_NEEDED_FOR)?)?;
-    let created = e.metadata.creation_timestamp.as_ref()?.0;
-    Some(Need {
-        key: format!("{}/{}", e.metadata.namespace.as_deref().unwrap_or_default(), e.metadata.name.as_deref()?),
-        pool: label_value(ann.get(ANNOTATION_NEEDED_POOL)?),
-        until: created.checked_add(k8s_openapi::jiff::SignedDuration::try_from(wait).ok()?).ok()?,
-    })
-}
-
-/// Pool capacities (by pool label value) of every netendpoint `ipam`
-/// section in the network config(s) of `cm` (a `.conflist` or a `.conf`
-/// per key). A section that does not validate is skipped with a warning.
-pub fn capacities(cm: &ConfigMap) -> Vec<(String, Capacity)> {
-    let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-    let (caps, problems) = netendpoint_cni::config::capacities_in_files(files);
-    for p in problems {
-        warn!(problem = %p, "network config gives no capacity");
+/// The facts the decisions read of a claim.
+pub fn claim_facts(c: &IPAMClaim) -> ClaimFacts {
+    ClaimFacts {
+        uid: c.metadata.uid.clone().unwrap_or_default(),
+        ips: c.status.iter().flat_map(|s| &s.ips).filter_map(|a| a.split('/').next()?.parse().ok()).collect(),
+        statefulset: c.labels().get(LABEL_STATEFULSET).cloned(),
     }
-    caps.into_iter().collect()
+}
+
+/// Capacities by pool of `networks`.
+pub fn capacities(networks: &[netendpoint_cni::config::IpamConfig]) -> HashMap<String, Capacity> {
+    networks.iter().map(|n| (n.pool.clone(), n.capacity())).collect()
 }
 
 /// Shared state of a running controller.
-struct Controller {
+pub struct Controller {
     client: Client,
     clock: ServerClock,
-    identity: String,
+    recorder: Recorder,
     metrics: Metrics,
-    ready: std::sync::atomic::AtomicBool,
-}
-
-impl Controller {
-    fn endpoints(&self) -> Api<NetworkEndpoint> {
-        Api::all(self.client.clone())
-    }
-
-    async fn delete(&self, lease: &Lease) -> kube::Result<bool> {
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions { uid: Some(lease.uid.clone()), resource_version: None }),
-            ..DeleteParams::default()
-        };
-        match self.endpoints().delete(&lease.name, &dp).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn force(&self, lease: &Lease) -> kube::Result<bool> {
-        let entry = PoolEntry {
-            name: lease.name.clone(),
-            uid: lease.uid.clone(),
-            resource_version: lease.resource_version.clone(),
-            node: lease.node.clone(),
-            ip: lease.ip.unwrap_or(IpAddr::from([0, 0, 0, 0])),
-            releasing_since: None,
-            finalizers: lease.finalizers.clone(),
-            force_release_after: lease.force_release_after,
-        };
-        let patch = Patch::Json::<()>(force_release_patch(&entry));
-        match self.endpoints().patch(&lease.name, &PatchParams::default(), &patch).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Removes the sticky hold, and only it, from exactly this lease (test
-    /// UID and the finalizer's index). False when it changed or is gone.
-    async fn end_hold(&self, lease: &Lease) -> kube::Result<bool> {
-        let Some(i) = lease.finalizers.iter().position(|f| f == FINALIZER_STICKY_HOLD) else { return Ok(false) };
-        let patch: json_patch::Patch = match serde_json::from_value(serde_json::json!([
-            {"op": "test", "path": "/metadata/uid", "value": lease.uid},
-            {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER_STICKY_HOLD},
-            {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-        ])) {
-            Ok(p) => p,
-            Err(e) => {
-                warn!(lease = %lease.name, error = %e, "cannot build the hold patch");
-                return Ok(false);
-            }
-        };
-        match self.endpoints().patch(&lease.name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn record(&self, lease: &Lease, reason: &str, note: String, warning: bool) {
-        let regarding = ObjectReference {
-            api_version: Some(format!("{GROUP}/v1alpha1")),
-            kind: Some("NetworkEndpoint".into()),
-            name: Some(lease.name.clone()),
-            uid: Some(lease.uid.clone()),
-            ..ObjectReference::default()
-        };
-        let mut ev = event_object(regarding, reason, note, warning, self.clock.now().unwrap_or_else(Timestamp::now));
-        ev.reporting_controller = Some(REPORTING_CONTROLLER.into());
-        ev.reporting_instance = Some(self.identity.chars().take(128).collect());
-        let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        if let Err(e) = Api::<Event>::namespaced(self.client.clone(), &ns).create(&PostParams::default(), &ev).await {
-            warn!(reason, error = %e, "cannot record event");
-        }
-    }
-
-    async fn act(&self, action: &Action) {
-        match action {
-            Action::Reclaim { lease } => match self.delete(lease).await {
-                Ok(done) => {
-                    if done {
-                        warn!(lease = %lease.name, node = %lease.node, "node absent for the grace: releasing its lease");
-                        self.metrics.reclaimed(&lease.pool);
-                        let note = format!("node {} is gone: release of {} requested", lease.node, lease.name);
-                        self.record(lease, REASON_NODE_VANISHED, note, true).await;
-                    }
-                }
-                Err(e) => warn!(lease = %lease.name, error = %e, "cannot reclaim"),
-            },
-            Action::DeleteLeak { lease } => match self.delete(lease).await {
-                Ok(done) => {
-                    if done {
-                        warn!(lease = %lease.name, pod_uid = ?lease.pod_uid, "pod gone for the grace: releasing its lease");
-                        self.metrics.leaked(&lease.pool);
-                        let note = format!(
-                            "pod UID {} is gone: release of {} requested",
-                            lease.pod_uid.as_deref().unwrap_or_default(),
-                            lease.name
-                        );
-                        self.record(lease, REASON_POD_GONE, note, true).await;
-                    }
-                }
-                Err(e) => warn!(lease = %lease.name, error = %e, "cannot delete a leaked lease"),
-            },
-            Action::EndHold { lease, reason } => match self.end_hold(lease).await {
-                Ok(true) => {
-                    info!(lease = %lease.name, reason = ?reason, "sticky hold ended: {}", reason.describe());
-                    let note = format!("sticky hold of {} ended: {}", lease.name, reason.describe());
-                    self.record(lease, REASON_STICKY_HOLD_ENDED, note, false).await;
-                }
-                Ok(false) => debug!(lease = %lease.name, "changed or gone before the hold ended"),
-                Err(e) => warn!(lease = %lease.name, error = %e, "cannot end the sticky hold"),
-            },
-            Action::Force { lease, age, bound, need } => match self.force(lease).await {
-                Ok(true) => {
-                    warn!(
-                        lease = %lease.name, finalizers = ?lease.finalizers, releasing_for_ms = age.as_millis() as u64,
-                        bound = %duration::format(*bound), need = %need,
-                        "forced release: finalizers did not answer within forceReleaseAfter, and an ADD needs the IP"
-                    );
-                    self.metrics.forced(&lease.pool);
-                    let note = format!(
-                        "{} released by force after {:.1}s for a waiting ADD ({need}): finalizers {:?} did not answer within forceReleaseAfter ({})",
-                        lease.name,
-                        age.as_secs_f64(),
-                        lease.finalizers,
-                        duration::format(*bound)
-                    );
-                    self.record(lease, REASON_FORCED_RELEASE, note, true).await;
-                }
-                Ok(false) => debug!(lease = %lease.name, "changed or gone before the forced release"),
-                Err(e) => warn!(lease = %lease.name, error = %e, "cannot force the release"),
-            },
-        }
-    }
+    ready: AtomicBool,
 }
 
 /// Runs the controller until the process ends.
 pub async fn run(opts: Options) -> Result<()> {
     let settings = opts.settings()?;
+    let pools_param = object_ref("pools-param", &opts.pools_param)?;
     let mut pool_status = opts.pool_status_interval()?.map(pool_status::PoolStatusWriter::new);
     let clock = ServerClock::default();
     let client = client(&opts, clock.clone()).await?;
+    let reporter =
+        Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(opts.identity.chars().take(128).collect()) };
     let ctl = Arc::new(Controller {
         client: client.clone(),
         clock: clock.clone(),
-        identity: opts.identity.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
         metrics: Metrics::new(),
         ready: false.into(),
     });
-    let (addr, serve) = http::bind(opts.listen, ctl.clone()).await?;
+    let (addr, serve) = http::bind(opts.listen, ctl.clone(), http::Routes::All).await?;
     info!(%addr, identity = %opts.identity, "serving /metrics, /healthz, /readyz");
     tokio::spawn(serve);
+    if !opts.probe_listen.is_empty() {
+        let probe: SocketAddr = opts
+            .probe_listen
+            .parse()
+            .map_err(|e| Error::Flag { flag: "probe-listen", reason: format!("{:?}: {e}", opts.probe_listen) })?;
+        let (addr, serve) = http::bind(probe, ctl.clone(), http::Routes::Probes).await?;
+        info!(%addr, "serving /healthz, /readyz");
+        tokio::spawn(serve);
+    }
 
     let notify = Arc::new(Notify::new());
     let stores = start_watches(&client, &opts, &settings, &notify)?;
@@ -488,17 +416,16 @@ pub async fn run(opts: Options) -> Result<()> {
     let (mut leader, _task) = manager.watch().await;
 
     stores.ready().await;
-    ctl.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    ctl.ready.store(true, Ordering::Relaxed);
     info!("initial lists done");
-    let mut memory = Memory::default();
-    let mut seen_needs: HashSet<String> = HashSet::new();
+    let mut term = Term::default();
     let mut was_leader = false;
     loop {
         let is_leader = *leader.borrow_and_update();
         if is_leader != was_leader {
             info!(leader = is_leader, identity = %opts.identity, "leadership changed");
-            // A new term starts every grace again.
-            memory = Memory::default();
+            // A new term starts every grace again, and writes every summary again.
+            term = Term::default();
             if let Some(w) = pool_status.as_mut() {
                 w.reset();
             }
@@ -506,7 +433,7 @@ pub async fn run(opts: Options) -> Result<()> {
         }
         ctl.metrics.set_leader(is_leader);
         let decision =
-            pass(&ctl, &stores, &settings, &mut memory, &mut seen_needs, is_leader, pool_status.as_mut()).await;
+            pass(&ctl, &stores, &settings, &mut term, is_leader, pool_status.as_mut(), pools_param.as_ref()).await;
         let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.min(IDLE_PASS));
         tokio::select! {
             _ = notify.notified() => {}
@@ -514,73 +441,69 @@ pub async fn run(opts: Options) -> Result<()> {
             _ = tokio::time::sleep(pause) => {}
         }
         // Let a burst of watch events land before the next pass.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// One pass: metrics on every replica, actions on the leader.
+/// What a leadership term remembers.
+#[derive(Default)]
+struct Term {
+    memory: Memory,
+    needs: needs::Checked,
+    summaries: summary::SummaryWriter,
+    pools: pools_param::PoolsParamWriter,
+    seen_needs: HashSet<String>,
+}
+
+/// One pass: metrics on every replica; summaries, the pools parameter and
+/// the actions on the leader.
 async fn pass(
     ctl: &Controller,
     stores: &Stores,
     settings: &Settings,
-    memory: &mut Memory,
-    seen_needs: &mut HashSet<String>,
+    term: &mut Term,
     is_leader: bool,
     pool_status: Option<&mut pool_status::PoolStatusWriter>,
+    pools_param: Option<&(String, String)>,
 ) -> Decision {
     let Some(now) = ctl.clock.now() else { return Decision::default() };
-    let world = stores.world();
+    let networks = stores.networks();
+    let needs = if is_leader { term.needs.check(&ctl.client, &stores.needs.state(), now).await } else { Vec::new() };
+    let world = stores.world(needs, &networks);
     let stats = metrics::pool_stats(&world.leases, &world.capacity, now);
     ctl.metrics.set_pools(&stats);
     let keys: HashSet<String> = world.needs.iter().map(|n| n.key.clone()).collect();
-    for n in world.needs.iter().filter(|n| !seen_needs.contains(&n.key)) {
+    for n in world.needs.iter().filter(|n| !term.seen_needs.contains(&n.key)) {
         ctl.metrics.needed(&n.pool);
     }
-    *seen_needs = keys;
+    term.seen_needs = keys;
     if !is_leader {
         return Decision::default();
     }
-    let mut decision = decide::decide(&world, settings, memory, now);
+    let mut decision = decide::decide(&world, settings, &mut term.memory, now);
     for action in &decision.actions {
-        ctl.act(action).await;
+        act::act(ctl, action).await;
+    }
+    let pools: HashSet<String> = networks.iter().map(|n| n.pool.clone()).collect();
+    let wanted = summary::wanted(&world.leases, &world.holds, &pools);
+    let mut later = term.summaries.sync(&ctl.client, &wanted, now).await;
+    if let Some((ns, name)) = pools_param {
+        term.pools.sync(&ctl.client, ns, name, &networks).await;
     }
     if let Some(w) = pool_status
-        && let Some(later) = w.sync(&ctl.client, &stats, now).await
+        && let Some(l) = w.sync(&ctl.client, &stats, now).await
     {
-        decision.look_again_in = Some(decision.look_again_in.map_or(later, |d| d.min(later)));
+        later = Some(later.map_or(l, |x| x.min(l)));
+    }
+    if let Some(l) = later {
+        decision.look_again_in = Some(decision.look_again_in.map_or(l, |d| d.min(l)));
     }
     decision
-}
-
-/// The capacity of each pool, for tests and tools: see [`capacities`].
-pub fn capacity_map(cm: &ConfigMap) -> HashMap<String, Capacity> {
-    capacities(cm).into_iter().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {
-        let conflist = serde_json::json!({
-            "cniVersion": "1.1.0", "name": "podnet",
-            "plugins": [{"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
-                "ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/125"}]]}},
-                {"type": "portmap"}]
-        });
-        let other = serde_json::json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
-        let cm = ConfigMap {
-            data: Some(
-                [("10-a.conflist".to_string(), conflist.to_string()), ("20-b.conf".into(), other.to_string())].into(),
-            ),
-            ..ConfigMap::default()
-        };
-        let caps = capacity_map(&cm);
-        assert_eq!(caps.len(), 1);
-        let c = caps["pods"];
-        assert!(c.v4 > 0 && c.v6 > 0, "{c:?}");
-    }
 
     #[test]
     fn flags_turn_into_settings_and_pod_gc_can_be_off() {
@@ -591,7 +514,29 @@ mod tests {
         assert_eq!(s.pod_gone_grace, None);
         assert_eq!(s.vanished_node_grace, Duration::from_secs(90));
         assert_eq!(s.default_force_release_after, Duration::from_secs(600));
+        assert_eq!(o.listen.to_string(), "127.0.0.1:9090", "metrics on loopback by default");
         let bad = Options::parse_from(["x", "--identity", "a", "--pod-gone-grace", "soon"]);
         assert!(bad.settings().unwrap_err().to_string().contains("pod-gone-grace"));
+        assert!(object_ref("net-conf", "just-a-name").is_err());
+        assert_eq!(object_ref("net-conf", "").unwrap(), None);
+    }
+
+    #[test]
+    fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {
+        let conflist = serde_json::json!({
+            "cniVersion": "1.1.0", "name": "podnet",
+            "plugins": [{"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
+                "ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/125"}]]}},
+                {"type": "portmap"}]
+        });
+        let other = serde_json::json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
+        let texts = [("10-a.conflist", conflist.to_string()), ("20-b.conf", other.to_string())];
+        let (networks, problems) =
+            netendpoint_cni::config::networks_in_files(texts.iter().map(|(n, t)| (*n, t.as_str())));
+        assert!(problems.is_empty(), "{problems:?}");
+        let caps = capacities(&networks);
+        assert_eq!(caps.len(), 1);
+        let c = caps["pods"];
+        assert!(c.v4 > 0 && c.v6 > 0, "{c:?}");
     }
 }

@@ -9,7 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use netendpoint_crd::pools::{PoolStats, pool_stats};
+pub use netendpoint_lease::pools::{PoolStats, pool_stats};
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -166,45 +166,27 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::BTreeMap;
     use std::time::Duration;
-
-    use k8s_openapi::jiff::Timestamp;
-    use netendpoint_crd::pools::{Capacity, Lease};
 
     use super::*;
 
-    fn lease(ip: &str, releasing_at: Option<&str>, fins: &[&str]) -> Lease {
-        Lease {
-            name: format!("p.{ip}"),
-            uid: ip.into(),
-            resource_version: "1".into(),
-            pool: "p".into(),
-            ip: ip.parse().ok(),
-            node: "n".into(),
-            pod_uid: None,
-            releasing_since: releasing_at.map(|t| t.parse().unwrap()),
-            finalizers: fins.iter().map(|f| f.to_string()).collect(),
-            force_release_after: None,
-            sticky: None,
-        }
-    }
-
+    /// The accounting itself is tested with `netendpoint_lease::pools`;
+    /// this is its exposition.
     #[test]
-    fn stats_and_exposition_count_in_use_releasing_holders_and_the_oldest_release() {
-        let leases = vec![
-            lease("10.0.0.1", None, &["a.example/x"]),
-            lease("10.0.0.2", Some("2026-01-01T00:00:00Z"), &["a.example/x", "b.example/y"]),
-            lease("10.0.0.3", Some("2026-01-01T00:00:30Z"), &["b.example/y"]),
+    fn the_exposition_carries_every_figure_by_pool() {
+        let stats = vec![
+            PoolStats { pool: "empty".into(), capacity: Some(0), ..PoolStats::default() },
+            PoolStats {
+                pool: "p".into(),
+                capacity: Some(6),
+                in_use: 1,
+                releasing: 2,
+                releasing_by_finalizer: BTreeMap::from([("a.example/x".into(), 1), ("b.example/y".into(), 2)]),
+                oldest_release: Some(Duration::from_secs(60)),
+                oldest_release_since: None,
+            },
         ];
-        let cap = HashMap::from([("p".to_string(), Capacity { v4: 6, v6: 0 }), ("empty".into(), Capacity::default())]);
-        let now: Timestamp = "2026-01-01T00:01:01Z".parse().unwrap();
-        let stats = pool_stats(&leases, &cap, now);
-        assert_eq!(stats.len(), 2);
-        let p = &stats[1];
-        assert_eq!((p.pool.as_str(), p.capacity, p.in_use, p.releasing, p.free()), ("p", Some(6), 1, 2, Some(3)));
-        assert_eq!(p.releasing_by_finalizer, BTreeMap::from([("a.example/x".into(), 1), ("b.example/y".into(), 2)]));
-        assert_eq!(p.oldest_release, Some(Duration::from_secs(60)));
         let m = Metrics::new();
         m.set_pools(&stats);
         m.forced("p");

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use netendpoint_crd::pools::PoolStats;
 use netendpoint_crd::{NetworkEndpointPool, NetworkEndpointPoolStatus, is_dns1123_subdomain};
+use netendpoint_lease::pools::{PoolStats, status_of};
 use tracing::{debug, warn};
 
 use crate::REPORTING_CONTROLLER;
@@ -36,7 +36,7 @@ pub fn due(
     now: Instant,
 ) -> (Vec<(String, NetworkEndpointPoolStatus)>, Option<Duration>) {
     let mut want: HashMap<String, NetworkEndpointPoolStatus> =
-        stats.iter().map(|s| (s.pool.clone(), NetworkEndpointPoolStatus::of(s))).collect();
+        stats.iter().map(|s| (s.pool.clone(), status_of(s))).collect();
     for pool in written.keys() {
         want.entry(pool.clone()).or_default();
     }

@@ -15,10 +15,16 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod ipamclaim;
+pub mod need;
 pub mod pool_resource;
-pub mod pools;
+pub mod shard;
 
-pub use pool_resource::{NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus};
+pub use need::{NetworkEndpointNeed, NetworkEndpointNeedSpec};
+pub use pool_resource::{
+    NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus, PoolSummary, ShardRun,
+};
+pub use shard::{NetworkEndpointShard, NetworkEndpointShardSpec, NetworkEndpointShardStatus, SHARD_BITS, SHARD_SIZE};
 
 /// API group of every netendpoint resource.
 pub const GROUP: &str = "netendpoint.dev";
@@ -33,6 +39,18 @@ pub const LABEL_POD_NAMESPACE: &str = "netendpoint.dev/pod-namespace";
 pub const LABEL_POD_NAME: &str = "netendpoint.dev/pod-name";
 /// Label carrying the Pod's UID.
 pub const LABEL_POD_UID: &str = "netendpoint.dev/pod-uid";
+/// Label of a sticky hold: [`ROLE_HOLD`]. Agents watch endpoints only, with
+/// the selector [`ENDPOINTS_ONLY`].
+pub const LABEL_ROLE: &str = "netendpoint.dev/role";
+/// The [`LABEL_ROLE`] value of a hold.
+pub const ROLE_HOLD: &str = "hold";
+/// The label selector of every NetworkEndpoint that is an endpoint (not a
+/// hold): what an agent watches.
+pub const ENDPOINTS_ONLY: &str = "netendpoint.dev/role!=hold";
+/// Label carrying the namespace of a hold's or an incarnation's claim.
+pub const LABEL_CLAIM_NAMESPACE: &str = "netendpoint.dev/claim-namespace";
+/// Label carrying the name of a hold's or an incarnation's claim.
+pub const LABEL_CLAIM_NAME: &str = "netendpoint.dev/claim-name";
 /// Label carrying the IP family, `"4"` or `"6"`.
 pub const LABEL_IP_FAMILY: &str = "netendpoint.dev/ip-family";
 /// Label carrying the CNI network name (`spec.network`), so that GC of one
@@ -108,24 +126,59 @@ pub const RULE_SPEC_IMMUTABLE: &str = "self.spec == oldSelf.spec";
 /// `isIP`, which accepts no leading zeros, zones or IPv4-mapped IPv6 forms).
 pub const RULE_IP_IS_ADDRESS: &str = "isIP(self.spec.ip)";
 
-/// CEL rule of the CRD: the name is [`endpoint_name`]`(spec.pool, spec.ip)`.
+/// CEL rule of the CRD: the name is [`endpoint_name`]`(spec.pool, spec.ip)`,
+/// or, for the incarnation `k` of a sticky identity, [`incarnation_name`]
+/// (`<pool>.<ip>-<k>`).
 ///
 /// For IPv4 the check is exact string equality. For IPv6 the name must carry
 /// eight four-digit lower-case hex groups joined by `-`, and those groups,
 /// read as an address, must equal `spec.ip`; CEL has no function that prints
 /// an expanded IPv6 address, so equality is checked on parsed addresses.
-pub const RULE_NAME_IS_POOL_AND_IP: &str = "self.metadata.name.startsWith(self.spec.pool + '.') && \
-(!self.spec.ip.contains(':') ? self.metadata.name == self.spec.pool + '.' + self.spec.ip : \
-(self.metadata.name.substring(size(self.spec.pool) + 1).matches('^[0-9a-f]{4}(-[0-9a-f]{4}){7}$') && \
+pub const RULE_NAME_IS_POOL_AND_IP: &str = "self.spec.ip.contains(':') || (\
+self.metadata.name.startsWith(self.spec.pool + '.' + self.spec.ip) && (has(self.spec.incarnation) ? (\
+self.metadata.name.substring(size(self.spec.pool) + size(self.spec.ip) + 1).matches('^-[1-9][0-9]{0,9}$') && \
+int(self.metadata.name.substring(size(self.spec.pool) + size(self.spec.ip) + 2)) == self.spec.incarnation) : \
+size(self.metadata.name) == size(self.spec.pool) + size(self.spec.ip) + 1))";
+
+/// The IPv6 half of [`RULE_NAME_IS_POOL_AND_IP`].
+pub const RULE_NAME_IS_POOL_AND_IPV6: &str = "!self.spec.ip.contains(':') || (\
+self.metadata.name.startsWith(self.spec.pool + '.') && size(self.metadata.name) >= size(self.spec.pool) + 40 && \
+self.metadata.name.substring(size(self.spec.pool) + 1, size(self.spec.pool) + 40).matches('^[0-9a-f]{4}(-[0-9a-f]{4}){7}$') && \
 isIP(self.spec.ip) && \
-ip(self.metadata.name.substring(size(self.spec.pool) + 1).replace('-', ':')) == ip(self.spec.ip)))";
+ip(self.metadata.name.substring(size(self.spec.pool) + 1, size(self.spec.pool) + 40).replace('-', ':')) == ip(self.spec.ip) && \
+(has(self.spec.incarnation) ? (\
+self.metadata.name.substring(size(self.spec.pool) + 40).matches('^-[1-9][0-9]{0,9}$') && \
+int(self.metadata.name.substring(size(self.spec.pool) + 41)) == self.spec.incarnation) : \
+size(self.metadata.name) == size(self.spec.pool) + 40))";
+
+/// CEL rule of the CRD: a hold names its claim and is no incarnation; an
+/// incarnation names its claim.
+pub const RULE_ROLE_IS_CONSISTENT: &str = "(!has(self.spec.role) || (self.spec.role == 'Hold' && has(self.spec.claim) \
+&& !has(self.spec.incarnation))) && (!has(self.spec.incarnation) || has(self.spec.claim))";
+
+/// A DNS-1123 subdomain (object names, node and pool names).
+pub const PATTERN_DNS_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A DNS-1123 label (namespaces).
+pub const PATTERN_DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// What the CNI specification allows in a network name and a container ID.
+pub const PATTERN_CNI_NAME: &str = r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$";
+/// An interface name: no `/`, `:` or whitespace (the CNI specification).
+pub const PATTERN_IF_NAME: &str = r"^[^/:\s]+$";
+/// A Kubernetes UID.
+pub const PATTERN_UID: &str = r"^[a-zA-Z0-9][a-zA-Z0-9-]*$";
+/// A duration as netendpoint writes it (`600s`, `1500ms`, `1h30m`).
+pub const PATTERN_DURATION: &str = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h)?)+$";
+/// A finalizer: a qualified name `<domain>/<name>`.
+pub const PATTERN_FINALIZER: &str = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+/// Most finalizers a lease (or a hold, for its incarnations) may carry.
+pub const MAX_FINALIZERS: usize = 16;
 
 /// The lease of one IP address to one interface of one sandbox.
 ///
 /// The object carries no ownerReference to the Pod: its lifecycle follows the
 /// sandbox (CNI ADD creates it, CNI DEL deletes it), not the Pod object.
 #[allow(clippy::duplicated_attributes)] // kube(...) repeats printcolumn/selectable by design
-#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, KubeSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, KubeSchema)]
 #[kube(
     group = "netendpoint.dev",
     version = "v1alpha1",
@@ -164,16 +217,21 @@ ip(self.metadata.name.substring(size(self.spec.pool) + 1).replace('-', ':')) == 
         priority = 1,
         description = "True when the sandbox asked for this address (a static IP)"
     ),
+    printcolumn(name = "Role", type_ = "string", json_path = ".spec.role", priority = 1, description = "Hold: the sticky address of a claim, kept between its incarnations"),
+    printcolumn(name = "Claim", type_ = "string", json_path = ".spec.claim.name", priority = 1),
+    status = "NetworkEndpointStatus",
     selectable = ".spec.containerID",
     selectable = ".spec.node",
     validation = Rule::new(RULE_SPEC_IMMUTABLE).message("spec is immutable: a lease never moves to another IP, node or sandbox"),
     validation = Rule::new(RULE_IP_IS_ADDRESS).message("spec.ip must be an IP address (IPv4-mapped IPv6 addresses are not leased)"),
-    validation = Rule::new(RULE_NAME_IS_POOL_AND_IP).message("metadata.name must be spec.pool + '.' + the encoded spec.ip (see endpoint_name)")
+    validation = Rule::new(RULE_NAME_IS_POOL_AND_IP).message("metadata.name must be spec.pool + '.' + spec.ip, and '-' + spec.incarnation for an incarnation (see endpoint_name)"),
+    validation = Rule::new(RULE_NAME_IS_POOL_AND_IPV6).message("metadata.name must be spec.pool + '.' + the expanded spec.ip with '-' for ':', and '-' + spec.incarnation for an incarnation (see endpoint_name)"),
+    validation = Rule::new(RULE_ROLE_IS_CONSISTENT).message("a hold (spec.role Hold) names its claim and has no incarnation; an incarnation names its claim")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkEndpointSpec {
-    /// Pool the IP was allocated from.
-    #[schemars(length(min = 1, max = 213))]
+    /// Pool the IP was allocated from (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = 202), pattern(PATTERN_DNS_SUBDOMAIN))]
     pub pool: String,
     /// The leased address, in canonical text form (`10.244.0.17`, `fd00::11`).
     #[schemars(length(min = 2, max = 45))]
@@ -183,14 +241,17 @@ pub struct NetworkEndpointSpec {
     pub prefix_length: u8,
     /// Gateway of the range, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 45))]
     pub gateway: Option<String>,
     /// Interface name inside the sandbox (CNI_IFNAME).
+    #[schemars(length(min = 1, max = 15), pattern(PATTERN_IF_NAME))]
     pub if_name: String,
     /// Sandbox (container) ID from CNI_CONTAINERID. DEL only deletes endpoints whose ID matches.
     #[serde(rename = "containerID")]
+    #[schemars(length(min = 1, max = 256), pattern(PATTERN_CNI_NAME))]
     pub container_id: String,
-    /// Node the sandbox runs on.
-    #[schemars(length(max = 253))]
+    /// Node the sandbox runs on (for a hold: the node of its first incarnation).
+    #[schemars(length(min = 1, max = 253), pattern(PATTERN_DNS_SUBDOMAIN))]
     pub node: String,
     /// The Pod the sandbox belongs to, when the runtime said so in CNI_ARGS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,18 +261,122 @@ pub struct NetworkEndpointSpec {
     /// several networks share one pool. Absent on leases of older versions,
     /// which GC leaves alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), pattern(PATTERN_CNI_NAME))]
     pub network: Option<String>,
     /// How long this lease's finalizers may hold a release before an ADD that
     /// needs the IP may remove them (`ipam.forceReleaseAfter` when the lease
     /// was created, e.g. `600s`, `1500ms`). Stamped at creation, so that a
     /// network or a rollout with a smaller bound never forces it early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), pattern(PATTERN_DURATION))]
     pub force_release_after: Option<String>,
     /// `true` when the sandbox asked for this address (runtimeConfig.ips,
     /// CNI_ARGS `IP=`, or the Pod's `netendpoint.dev/ips` annotation) rather
     /// than taking the allocator's choice. Absent on other leases.
     #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
     pub static_ip: Option<bool>,
+    /// `Hold` for the sticky hold of a claim: the object that owns the name
+    /// `<pool>.<ip>` for the claim's whole life (see `docs/sticky-ips.md`).
+    /// Agents skip holds (label `netendpoint.dev/role=hold`). Absent on
+    /// endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// The sticky identity (an `IPAMClaim`) a hold or an incarnation belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimRef>,
+    /// The incarnation of a sticky identity this endpoint is (its name ends
+    /// in `-<incarnation>`). Absent on other endpoints and on holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "incarnation_schema")]
+    pub incarnation: Option<u32>,
+    /// Holds only: the finalizers each incarnation's endpoint is created with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), inner(length(max = 253), pattern(PATTERN_FINALIZER)))]
+    pub endpoint_finalizers: Option<Vec<String>>,
+    /// Holds only: how long the hold lasts once no incarnation is left
+    /// (`ipam.sticky.stickyFor` at creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), pattern(PATTERN_DURATION))]
+    pub sticky_for: Option<String>,
+}
+
+/// The role of a NetworkEndpoint that is not an endpoint.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub enum Role {
+    /// The sticky hold of a claim.
+    Hold,
+}
+
+/// The sticky identity a hold or an incarnation belongs to: an `IPAMClaim`
+/// (`k8s.cni.cncf.io/v1alpha1`) in the Pod's namespace.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
+pub struct ClaimRef {
+    /// The claim's namespace (the Pod's).
+    #[schemars(length(min = 1, max = 63), pattern(PATTERN_DNS_LABEL))]
+    pub namespace: String,
+    /// The claim's name.
+    #[schemars(length(min = 1, max = 253), pattern(PATTERN_DNS_SUBDOMAIN))]
+    pub name: String,
+    /// The claim's UID: a claim deleted and created again under the same name is another identity.
+    #[schemars(length(min = 1, max = 64), pattern(PATTERN_UID))]
+    pub uid: String,
+}
+
+/// The state of a hold, written by the controller and, for
+/// [`NetworkEndpointStatus::request`] only, by the plugin of the node that
+/// asks for the next incarnation. Empty on endpoints.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkEndpointStatus {
+    /// The latest incarnation the controller created (absent before the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "incarnation_schema")]
+    pub incarnation: Option<u32>,
+    /// The name of that incarnation's endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub endpoint: Option<String>,
+    /// The next incarnation a node's plugin asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<IncarnationRequest>,
+    /// `Releasing` once the controller decided to end the hold: no further
+    /// incarnation is created, and the hold is deleted once the current
+    /// incarnation is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<HoldPhase>,
+    /// Why the hold is in its phase, or why the last request was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub message: Option<String>,
+}
+
+/// A node's request for the next incarnation of a hold: the endpoint fields
+/// that belong to the new sandbox.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct IncarnationRequest {
+    /// The incarnation asked for: the hold's current one plus one.
+    #[schemars(schema_with = "incarnation_schema")]
+    pub incarnation: u32,
+    /// The node whose plugin asks (the policy requires the caller's own node).
+    #[schemars(length(min = 1, max = 253), pattern(PATTERN_DNS_SUBDOMAIN))]
+    pub node: String,
+    /// The new sandbox.
+    #[serde(rename = "containerID")]
+    #[schemars(length(min = 1, max = 256), pattern(PATTERN_CNI_NAME))]
+    pub container_id: String,
+    /// Its interface.
+    #[schemars(length(min = 1, max = 15), pattern(PATTERN_IF_NAME))]
+    pub if_name: String,
+    /// The Pod (with its UID) the new sandbox belongs to.
+    pub pod: PodRef,
+}
+
+/// The phase of a hold.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub enum HoldPhase {
+    /// The hold ends once its current incarnation is gone.
+    Releasing,
 }
 
 /// Identity of the Pod behind a sandbox. Informational only: there is no
@@ -219,16 +384,31 @@ pub struct NetworkEndpointSpec {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
 pub struct PodRef {
     /// Pod namespace (K8S_POD_NAMESPACE).
+    #[schemars(length(min = 1, max = 63), pattern(PATTERN_DNS_LABEL))]
     pub namespace: String,
     /// Pod name (K8S_POD_NAME).
+    #[schemars(length(min = 1, max = 253), pattern(PATTERN_DNS_SUBDOMAIN))]
     pub name: String,
     /// Pod UID (K8S_POD_UID), if known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 64), pattern(r"^[a-zA-Z0-9-]*$"))]
     pub uid: String,
 }
 
 fn prefix_length_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": 128 })
+}
+
+/// Largest incarnation number (ten digits at most, as the name rule reads them).
+pub const MAX_INCARNATION: u32 = 2_000_000_000;
+
+fn incarnation_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer", "minimum": 1, "maximum": MAX_INCARNATION })
+}
+
+/// The schema of a count (an integer from 0).
+pub(crate) fn count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": 2_000_000_000 })
 }
 
 impl NetworkEndpoint {
@@ -241,6 +421,16 @@ impl NetworkEndpoint {
     pub fn is_releasing(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
     }
+
+    /// True for a sticky hold ([`Role::Hold`]).
+    pub fn is_hold(&self) -> bool {
+        self.spec.role == Some(Role::Hold)
+    }
+}
+
+/// The name of incarnation `k` of the sticky identity holding `ip` in `pool`: `<pool>.<ip>-<k>`.
+pub fn incarnation_name(pool: &str, ip: IpAddr, k: u32) -> String {
+    format!("{}-{k}", endpoint_name(pool, ip))
 }
 
 /// The object name of the lease of `ip` in `pool`: `<pool>.<ip>`.
@@ -296,8 +486,9 @@ pub fn parse_endpoint_name(pool: &str, name: &str) -> Option<IpAddr> {
 }
 
 /// Longest pool name for which every lease name stays within 253 characters
-/// (the longest address part is a 39-character expanded IPv6 address).
-pub const MAX_POOL_NAME_LEN: usize = 253 - 1 - 39;
+/// (the longest address part is a 39-character expanded IPv6 address, and an
+/// incarnation adds `-` and up to 10 digits).
+pub const MAX_POOL_NAME_LEN: usize = 253 - 1 - 39 - 11;
 
 /// True if `s` is a valid DNS-1123 subdomain (RFC 1123, as Kubernetes checks object names).
 pub fn is_dns1123_subdomain(s: &str) -> bool {
@@ -314,24 +505,22 @@ pub fn is_dns1123_label(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
-/// A valid label value for `s`: `s` itself when it already is one, otherwise
-/// a 54-character prefix of its allowed characters plus a stable 8-hex-digit
-/// hash of the whole, so that long Pod or node names still label the object.
+/// The label value that mirrors spec value `s`: its first 63 characters,
+/// less any trailing characters that may not end a label value. Admission
+/// recomputes exactly this in CEL (`docs/design.md`, "Trust"), so every
+/// mirrored label is checked whatever the length of its value:
+/// `(size(s) <= 63 ? s : s.substring(0, 63)).find('^.*[A-Za-z0-9]')`.
+///
+/// A long value's label is a prefix, so two long values may share a label:
+/// selectors by label may return more than asked, and readers compare the
+/// spec. The spec fields mirrored in labels only hold label characters
+/// (their schema patterns say so); for any other text, each character a
+/// label may not hold becomes `_` first (no lease carries such a label).
 pub fn label_value(s: &str) -> String {
-    if is_label_value(s) {
-        return s.to_string();
-    }
-    let cleaned: String = s
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
-        .take(54)
-        .collect();
-    let cleaned = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric());
-    if cleaned.is_empty() {
-        format!("h{:08x}", fnv1a32(s.as_bytes()))
-    } else {
-        format!("{cleaned}-{:08x}", fnv1a32(s.as_bytes()))
-    }
+    let cleaned: String =
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect();
+    let cut: String = cleaned.chars().take(63).collect();
+    cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
 }
 
 /// True if `s` is a valid Kubernetes label value (empty, or up to 63
@@ -343,10 +532,6 @@ pub fn is_label_value(s: &str) -> bool {
             && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
             && b[0].is_ascii_alphanumeric()
             && b[b.len() - 1].is_ascii_alphanumeric())
-}
-
-fn fnv1a32(data: &[u8]) -> u32 {
-    data.iter().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
 /// The one duration grammar of netendpoint: the CNI config, the installer
@@ -395,13 +580,41 @@ pub mod duration {
 
 /// The CRD manifest as YAML, exactly as `crdgen` writes it to `deploy/crd.yaml`.
 ///
-/// Two documents: the `NetworkEndpoint` CRD (the leases), then the
-/// `NetworkEndpointPool` CRD (the per-pool view the controller writes).
+/// Four documents: the `NetworkEndpoint` CRD (the leases and holds), the
+/// `NetworkEndpointPool` CRD (the per-pool view and summary the controller
+/// writes), the `NetworkEndpointShard` CRD (per-block bitmaps, a hint for
+/// ADDs) and the `NetworkEndpointNeed` CRD (a waiting ADD's signal).
 pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     use kube::CustomResourceExt;
-    let leases = serde_saphyr::to_string(&NetworkEndpoint::crd())?;
-    let pools = serde_saphyr::to_string(&NetworkEndpointPool::crd())?;
-    Ok(format!("{leases}---\n{pools}"))
+    let docs = [
+        serde_saphyr::to_string(&bounded_names(NetworkEndpoint::crd()))?,
+        serde_saphyr::to_string(&bounded_names(NetworkEndpointPool::crd()))?,
+        serde_saphyr::to_string(&bounded_names(NetworkEndpointShard::crd()))?,
+        serde_saphyr::to_string(&bounded_names(NetworkEndpointNeed::crd()))?,
+    ];
+    Ok(docs.join("---\n"))
+}
+
+/// `crd` with `metadata.name` bounded to 253 characters in its schema, the
+/// one metadata constraint a CRD may declare: CEL rules that read the name
+/// are then costed for names of that length, not of any length.
+pub fn bounded_names(
+    mut crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            let name =
+                JSONSchemaProps { type_: Some("string".into()), max_length: Some(253), ..JSONSchemaProps::default() };
+            let metadata = JSONSchemaProps {
+                type_: Some("object".into()),
+                properties: Some([("name".to_string(), name)].into()),
+                ..JSONSchemaProps::default()
+            };
+            schema.properties.get_or_insert_default().insert("metadata".into(), metadata);
+        }
+    }
+    crd
 }
 
 #[cfg(test)]
@@ -434,7 +647,7 @@ mod tests {
             "0:0:0:1::",
         ];
         let label = "p".repeat(63);
-        let longest = format!("{label}.{label}.{label}.{}", "q".repeat(21));
+        let longest = format!("{label}.{label}.{label}.{}", "q".repeat(10));
         assert_eq!(longest.len(), MAX_POOL_NAME_LEN);
         for pool in ["pods", "a", "net-1.example", &longest] {
             for c in cases {
@@ -442,6 +655,8 @@ mod tests {
                 let name = endpoint_name(pool, ip);
                 assert!(is_dns1123_subdomain(&name), "{name} is not a DNS-1123 subdomain");
                 assert_eq!(parse_endpoint_name(pool, &name), Some(ip), "{name}");
+                let incarnation = incarnation_name(pool, ip, u32::MAX);
+                assert!(is_dns1123_subdomain(&incarnation), "{incarnation} is not a DNS-1123 subdomain");
             }
         }
     }
@@ -492,15 +707,17 @@ mod tests {
     }
 
     #[test]
-    fn label_values_are_always_valid() {
+    fn label_values_are_the_prefix_admission_recomputes() {
         assert_eq!(label_value("web-0"), "web-0");
         assert_eq!(label_value(""), "");
-        let long = "x".repeat(200);
-        let v = label_value(&long);
-        assert!(is_label_value(&v) && v.len() <= 63, "{v}");
-        assert_ne!(label_value(&"x".repeat(201)), v, "hash keeps long values apart");
-        for odd in ["-lead", "trail-", "a/b", "ünïcode", "::", "__"] {
-            assert!(is_label_value(&label_value(odd)), "{odd}");
+        assert_eq!(label_value("net_"), "net");
+        assert_eq!(label_value(&"x".repeat(200)), "x".repeat(63));
+        let node = format!("{}-{}", "a".repeat(62), "tail");
+        assert_eq!(label_value(&node), "a".repeat(62), "a cut that ends in '-' loses it");
+        for spec_value in
+            ["pods", "node-a.example.com", "Net_1", "0f2e4c3a-1b2c-4d5e-8f90-123456789abc", &"n".repeat(253)]
+        {
+            assert!(is_label_value(&label_value(spec_value)), "{spec_value}");
         }
     }
 

@@ -13,8 +13,6 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::pools::PoolStats;
-
 /// Nothing to set: the resource only carries a status.
 #[allow(clippy::duplicated_attributes)] // kube(...) repeats printcolumn by design
 #[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
@@ -83,29 +81,46 @@ pub struct NetworkEndpointPoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "date_time")]
     pub updated_at: Option<Time>,
+    /// Leases and releases per shard, for ADDs looking for a free address
+    /// (a hint; see `NetworkEndpointShard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<PoolSummary>,
 }
 
-fn date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// The pool's shards with leases, as runs of consecutive shards.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSummary {
+    /// When the controller last confirmed the summary (at least every
+    /// minute while it runs): an ADD that sees an older one treats the
+    /// summary as stale and probes by create instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time")]
+    pub confirmed_at: Option<Time>,
+    /// Runs of consecutive shards that hold leases, in address order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub runs: Vec<ShardRun>,
+}
+
+/// Consecutive shards, from the one starting at `first`: per shard, the
+/// number of leased addresses and of releases, each a big-endian `u16`, base64.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardRun {
+    /// The first address of the run's first shard.
+    #[schemars(length(min = 2, max = 45))]
+    pub first: String,
+    /// Leased addresses per shard (live or releasing).
+    #[schemars(length(max = 65536))]
+    pub leased: String,
+    /// Releases in progress per shard.
+    #[schemars(length(max = 65536))]
+    pub releasing: String,
+}
+
+pub(crate) fn date_time(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "format": "date-time" })
-}
-
-impl NetworkEndpointPoolStatus {
-    /// The status of `stats` (without `updated_at`, which the writer stamps).
-    pub fn of(stats: &PoolStats) -> Self {
-        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let by: BTreeMap<String, i64> = stats.releasing_by_finalizer.iter().map(|(f, c)| (f.clone(), n(*c))).collect();
-        NetworkEndpointPoolStatus {
-            capacity: stats.capacity.map(|c| c.to_string()),
-            used: n(stats.in_use),
-            releasing: n(stats.releasing),
-            free: stats.free().map(|f| f.to_string()),
-            oldest_release_since: stats.oldest_release_since.map(Time),
-            waiting_on: (!by.is_empty())
-                .then(|| by.iter().map(|(f, c)| format!("{f}={c}")).collect::<Vec<_>>().join(",")),
-            releasing_by_finalizer: by,
-            updated_at: None,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -122,25 +137,5 @@ mod tests {
         assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some(), "status subresource");
         let cols: Vec<_> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
         assert_eq!(cols, ["Capacity", "Used", "Releasing", "Free", "Oldest-Release", "Waiting-On", "Updated"]);
-    }
-
-    #[test]
-    fn status_carries_the_stats_and_unknown_capacity_stays_absent() {
-        let stats = PoolStats {
-            pool: "p".into(),
-            capacity: Some(u128::from(u64::MAX) + 1),
-            in_use: 3,
-            releasing: 2,
-            releasing_by_finalizer: [("a/x".to_string(), 2), ("b/y".to_string(), 1)].into(),
-            oldest_release: None,
-            oldest_release_since: Some("2026-01-01T00:00:00Z".parse().unwrap()),
-        };
-        let s = NetworkEndpointPoolStatus::of(&stats);
-        assert_eq!(s.capacity.as_deref(), Some("18446744073709551616"));
-        assert_eq!(s.free.as_deref(), Some("18446744073709551611"));
-        assert_eq!((s.used, s.releasing, s.waiting_on.as_deref()), (3, 2, Some("a/x=2,b/y=1")));
-        let unknown = NetworkEndpointPoolStatus::of(&PoolStats { in_use: 1, ..PoolStats::default() });
-        let json = serde_json::to_value(&unknown).unwrap();
-        assert_eq!(json, serde_json::json!({"used": 1, "releasing": 0}));
     }
 }

@@ -6,18 +6,19 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, ObjectReference};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use netendpoint_cni::store::{PoolEntry, event_object, force_release_patch};
-use netendpoint_crd::pools::{Capacity, Lease, ip_from_name};
 use netendpoint_crd::{
-    GROUP, LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, block_label_value,
-    endpoint_name, label_value,
+    LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, block_label_value, endpoint_name,
+    label_value,
 };
+use netendpoint_lease::events::{Reporter, event_object, lease_ref, pod_ref};
+use netendpoint_lease::pools::Capacity;
+use netendpoint_lease::view::{Lease, ip_from_name};
 
 use crate::error::{Error, Result};
 use crate::report::EventRow;
@@ -46,8 +47,8 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
 /// Every lease, from a metadata-only list.
 pub async fn all_leases(client: &Client) -> Result<Vec<Lease>> {
     let api: Api<NetworkEndpoint> = Api::all(client.clone());
-    let list = api.list_metadata(&ListParams::default()).await.map_err(|e| Error::api("list networkendpoints", e))?;
-    Ok(list.items.iter().filter_map(|m| Lease::from_meta(&m.metadata)).collect())
+    let list = api.list(&ListParams::default()).await.map_err(|e| Error::api("list networkendpoints", e))?;
+    Ok(list.items.iter().filter_map(Lease::of).collect())
 }
 
 /// Where the pools' ranges come from.
@@ -242,18 +243,10 @@ pub enum Forced {
 /// resourceVersion tested in the same JSON patch the controller sends).
 pub async fn force(client: &Client, ep: &NetworkEndpoint) -> Result<Forced> {
     let name = ep.metadata.name.clone().unwrap_or_default();
-    let entry = PoolEntry {
-        name: name.clone(),
-        uid: ep.metadata.uid.clone().unwrap_or_default(),
-        resource_version: ep.metadata.resource_version.clone().unwrap_or_default(),
-        node: ep.spec.node.clone(),
-        ip: ep.ip().unwrap_or(IpAddr::from([0, 0, 0, 0])),
-        releasing_since: ep.metadata.deletion_timestamp.clone(),
-        finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
-        force_release_after: None,
-    };
+    let uid = ep.metadata.uid.as_deref().unwrap_or_default();
+    let rv = ep.metadata.resource_version.as_deref().unwrap_or_default();
     let api: Api<NetworkEndpoint> = Api::all(client.clone());
-    let patch = Patch::Json::<()>(force_release_patch(&entry));
+    let patch = Patch::Json::<()>(netendpoint_lease::patch::force_release(uid, rv));
     match api.patch(&name, &PatchParams::default(), &patch).await {
         Ok(_) => Ok(Forced::Done),
         Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(Forced::Changed),
@@ -264,27 +257,16 @@ pub async fn force(client: &Client, ep: &NetworkEndpoint) -> Result<Forced> {
 /// Records a `reason` Warning Event about the lease and about its Pod; the
 /// reporting instance is the user who asked.
 pub async fn record(client: &Client, ep: &NetworkEndpoint, reason: &str, note: &str, user: &str) -> Result<()> {
-    let mut about = vec![ObjectReference {
-        api_version: Some(format!("{GROUP}/v1alpha1")),
-        kind: Some("NetworkEndpoint".into()),
-        name: ep.metadata.name.clone(),
-        uid: ep.metadata.uid.clone(),
-        ..ObjectReference::default()
-    }];
+    let mut about = vec![lease_ref(
+        ep.metadata.name.as_deref().unwrap_or_default(),
+        ep.metadata.uid.as_deref().unwrap_or_default(),
+    )];
     if let Some(pod) = &ep.spec.pod {
-        about.push(ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(pod.namespace.clone()),
-            name: Some(pod.name.clone()),
-            uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
-            ..ObjectReference::default()
-        });
+        about.push(pod_ref(&pod.namespace, &pod.name, &pod.uid));
     }
+    let me = Reporter { controller: REPORTING_CONTROLLER.into(), instance: user.to_string() };
     for (i, regarding) in about.into_iter().enumerate() {
-        let mut ev = event_object(regarding, reason, note.to_string(), true, Timestamp::now());
-        ev.reporting_controller = Some(REPORTING_CONTROLLER.into());
-        ev.reporting_instance = Some(user.chars().take(128).collect());
+        let ev = event_object(&me, regarding, reason, note.to_string(), true, Timestamp::now());
         let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let result = Api::<Event>::namespaced(client.clone(), &ns).create(&PostParams::default(), &ev).await;
         // The Event about the lease is the record; one about the Pod is a courtesy.

@@ -4,7 +4,7 @@
 //! - `pools`: per pool, capacity, used, releasing, free, the finalizers that
 //!   releases wait on and the age of the oldest release. The pool figures
 //!   are computed by the same code as the controller's metrics
-//!   ([`netendpoint_crd::pools`]); ranges come from the same ConfigMap as the
+//!   ([`netendpoint_lease::pools`]); ranges come from the same ConfigMap as the
 //!   controller's, or from network config files given with `--config`.
 //! - `why <ip|namespace/pod>`: who holds the lease, since when, whether it is
 //!   releasing and on which finalizers it waits, and the Events about it and
@@ -26,7 +26,8 @@ use std::path::PathBuf;
 
 use k8s_openapi::jiff::Timestamp;
 use netendpoint_crd::REASON_FORCED_RELEASE;
-use netendpoint_crd::pools::{age_at_least, pool_stats};
+use netendpoint_lease::age_at_least;
+use netendpoint_lease::pools::pool_stats;
 
 use crate::cluster::{Forced, Ranges, Target};
 pub use crate::error::{Error, Result};
@@ -105,8 +106,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             let mut rows: Vec<PoolRow> =
                 pool_stats(&leases, &caps, Timestamp::now()).iter().map(PoolRow::from).collect();
             if !pools.is_empty() {
-                let wanted: Vec<String> = pools.iter().map(|p| netendpoint_crd::label_value(p)).collect();
-                rows.retain(|r| wanted.contains(&r.pool));
+                rows.retain(|r| pools.contains(&r.pool));
             }
             let report = PoolsReport { ranges_from: sources, pools: rows };
             match cli.output {

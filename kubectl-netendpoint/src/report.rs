@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use netendpoint_crd::pools::{PoolStats, age_at_least};
 use netendpoint_crd::{NetworkEndpoint, PodRef};
+use netendpoint_lease::age_at_least;
+use netendpoint_lease::pools::PoolStats;
 use serde::Serialize;
 
 use crate::render::{Format, age, or_dash, table};
@@ -231,7 +232,7 @@ impl LeaseReport {
             finalizers: ep.metadata.finalizers.clone().unwrap_or_default(),
             force_release_after: ep.spec.force_release_after.clone(),
             static_ip: ep.spec.static_ip.unwrap_or(false),
-            sticky_hold: netendpoint_crd::pools::Sticky::from_meta(&ep.metadata).map(|s| StickyHold {
+            sticky_hold: netendpoint_lease::view::Sticky::of(ep).map(|s| StickyHold {
                 identity: format!("{}/{}", s.namespace, s.pod),
                 owner: format!("{}/{}", s.owner_kind, s.owner),
                 sticky_for_seconds: s.sticky_for.as_secs(),
@@ -386,6 +387,7 @@ mod tests {
                 network: Some("net".into()),
                 force_release_after: Some("600s".into()),
                 static_ip: None,
+                ..Default::default()
             },
         );
         ep.metadata.creation_timestamp = Some(Time(t("2026-01-01T00:00:00Z")));
@@ -448,6 +450,7 @@ mod tests {
                 network: None,
                 force_release_after: None,
                 static_ip: Some(true),
+                ..Default::default()
             },
         );
         ep.metadata.deletion_timestamp = Some(Time(t("2026-01-01T00:10:00Z")));

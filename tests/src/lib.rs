@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use netendpoint_crd::NetworkEndpoint;
@@ -153,7 +153,9 @@ pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&s
             network: Some(pool.into()),
             force_release_after: None,
             static_ip: None,
+            ..Default::default()
         },
+        status: None,
     }
 }
 
@@ -354,6 +356,37 @@ pub fn net_conf(pool: &str, ranges: serde_json::Value, extra: serde_json::Value)
         ensure_node(node);
     }
     serde_json::json!({"cniVersion": "1.1.0", "name": pool, "type": "netendpoint", "ipam": ipam})
+}
+
+/// Creates a Pod in `default` bound to `node` that never starts (no kubelet
+/// runs it: it stays `Pending`), as a Pod waiting for its sandbox looks;
+/// returns its name and UID. The controller believes a need only for such a Pod.
+pub async fn waiting_pod(prefix: &str, node: &str) -> (String, String) {
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    ensure_node(node);
+    let sas: Api<ServiceAccount> = Api::namespaced(client().await, "default");
+    let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
+    let _ = sas.create(&kube::api::PostParams::default(), &sa).await;
+    let name = unique(prefix);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                 "containers": [{"name": "c", "image": "example.invalid/none"}]}
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client().await, "default");
+    let uid = pods.create(&kube::api::PostParams::default(), &pod).await.unwrap().metadata.uid.unwrap();
+    (name, uid)
+}
+
+/// The CNI environment of container `cid` on eth0 for Pod `default/pod` (UID `uid`).
+pub fn pod_env<'a>(cid: &'a str, args: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![("CNI_CONTAINERID", cid), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/x"), ("CNI_ARGS", args)]
+}
+
+/// `CNI_ARGS` naming Pod `default/name` with `uid`.
+pub fn pod_args(name: &str, uid: &str) -> String {
+    format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={name};K8S_POD_UID={uid}")
 }
 
 /// The CNI environment of container `cid` on eth0.
@@ -844,5 +877,110 @@ impl AgentProc {
             .ok()
             .and_then(|b| serde_json::from_slice::<Vec<serde_json::Value>>(&b).ok())
             .map_or(0, |v| v.len())
+    }
+}
+
+/// One `netendpoint-controller` process, scoped to its own pools (`--selector`)
+/// and leader Lease, so that tests run side by side. Killed on drop.
+pub struct ControllerProc {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+    /// Its identity in the leader Lease.
+    pub identity: String,
+}
+
+impl ControllerProc {
+    /// Starts a controller as admin, for `pools`, with `extra` flags.
+    pub fn start(identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
+        Self::start_as(&kubeconfig(), identity, lease, pools, extra)
+    }
+
+    /// Starts a controller with kubeconfig `kc`.
+    pub fn start_as(kc: &std::path::Path, identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::env::temp_dir().join(format!("{identity}.log"));
+        let selector = format!(
+            "{} in ({})",
+            netendpoint_crd::LABEL_POOL,
+            pools.iter().map(|p| netendpoint_crd::label_value(p)).collect::<Vec<_>>().join(",")
+        );
+        let child = std::process::Command::new(built_bin("NETENDPOINT_CONTROLLER", "netendpoint-controller"))
+            .arg("--kubeconfig")
+            .arg(kc)
+            .args(["--identity", identity, "--lease-name", lease])
+            .args(if extra.contains(&"--lease-namespace") { &[][..] } else { &["--lease-namespace", "default"][..] })
+            .args(["--lease-seconds", "3", "--lease-grace-seconds", "1"])
+            .args(if extra.contains(&"--net-conf") { &[][..] } else { &["--net-conf", ""][..] })
+            .args(if extra.contains(&"--pools-param") { &[][..] } else { &["--pools-param", ""][..] })
+            .args(["--selector", &selector, "--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Self { child, port, log, identity: identity.to_string() }
+    }
+
+    /// `GET path` on its metrics server.
+    pub fn get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: c\r\n\r\n").as_bytes()).ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    }
+
+    /// The value of the metric line starting with `series` (name and labels).
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        let text = self.get("/metrics")?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+    }
+
+    /// True while it leads.
+    pub fn is_leader(&self) -> bool {
+        self.metric("netendpoint_controller_leader") == Some(1.0)
+    }
+
+    /// Waits (up to 60 s) until this process leads and has done its initial lists.
+    pub async fn wait_leader(&self) {
+        wait_for(&format!("{} to lead", self.identity), Duration::from_secs(60), || async {
+            self.get("/readyz").is_some_and(|b| b.starts_with("ready")) && self.is_leader()
+        })
+        .await;
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ControllerProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `cond` every 100 ms until it holds; panics after `limit`.
+pub async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

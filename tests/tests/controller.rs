@@ -6,109 +6,15 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease as CoordLease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use netendpoint_crd::{LABEL_POD_UID, LABEL_POOL, NetworkEndpoint, label_value};
 use netendpoint_tests::*;
 
 const FIN: &str = "test.example/stuck-agent";
-
-/// One `netendpoint-controller` process.
-struct Ctl {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    identity: String,
-}
-
-impl Ctl {
-    fn start(identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
-        Self::start_as(&kubeconfig(), identity, lease, pools, extra)
-    }
-
-    fn start_as(kc: &std::path::Path, identity: &str, lease: &str, pools: &[&str], extra: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = std::env::temp_dir().join(format!("{identity}.log"));
-        let selector =
-            format!("{LABEL_POOL} in ({})", pools.iter().map(|p| label_value(p)).collect::<Vec<_>>().join(","));
-        let child = Command::new(built_bin("NETENDPOINT_CONTROLLER", "netendpoint-controller"))
-            .arg("--kubeconfig")
-            .arg(kc)
-            .args(["--identity", identity, "--lease-name", lease])
-            .args(if extra.contains(&"--lease-namespace") { &[][..] } else { &["--lease-namespace", "default"][..] })
-            .args(["--lease-seconds", "3", "--lease-grace-seconds", "1"])
-            .args(if extra.contains(&"--net-conf") { &[][..] } else { &["--net-conf", ""][..] })
-            .args(["--selector", &selector, "--listen", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Self { child, port, log, identity: identity.to_string() }
-    }
-
-    fn get(&self, path: &str) -> Option<String> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: c\r\n\r\n").as_bytes()).ok()?;
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).ok()?;
-        buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
-    }
-
-    /// The value of the metric line starting with `series` (name and labels).
-    fn metric(&self, series: &str) -> Option<f64> {
-        let text = self.get("/metrics")?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
-    }
-
-    fn is_leader(&self) -> bool {
-        self.metric("netendpoint_controller_leader") == Some(1.0)
-    }
-
-    /// Waits (up to 60 s) until this process leads and has done its initial lists.
-    async fn wait_leader(&self) {
-        wait_for(&format!("{} to lead", self.identity), Duration::from_secs(60), || async {
-            self.get("/readyz").is_some_and(|b| b.starts_with("ready")) && self.is_leader()
-        })
-        .await;
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Ctl {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-async fn wait_for<F, Fut>(what: &str, limit: Duration, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 async fn exists(name: &str) -> bool {
     endpoints().await.get_opt(name).await.unwrap().is_some()
@@ -162,9 +68,9 @@ async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
     let gone_a = unique("gone-a");
     let gone_b = unique("gone-b");
     let args = ["--vanished-node-grace", "1s", "--pod-gone-grace", "off"];
-    let mut a = Ctl::start(&unique("ctl-a"), &lease_name, &[&pool], &args);
+    let mut a = ControllerProc::start(&unique("ctl-a"), &lease_name, &[&pool], &args);
     a.wait_leader().await;
-    let b = Ctl::start(&unique("ctl-b"), &lease_name, &[&pool], &args);
+    let b = ControllerProc::start(&unique("ctl-b"), &lease_name, &[&pool], &args);
     wait_for("the standby to be ready", Duration::from_secs(60), || async {
         b.get("/readyz").is_some_and(|s| s.starts_with("ready"))
     })
@@ -211,7 +117,7 @@ async fn reclaim_waits_for_the_grace_and_never_touches_a_present_nodes_lease() {
     let orphan = create(lease(&pool, "10.78.0.2", "c2", &gone, &[FIN])).await.metadata.name.unwrap();
     let grace = Duration::from_secs(4);
     let started = Instant::now();
-    let ctl = Ctl::start(
+    let ctl = ControllerProc::start(
         &unique("ctl-rc"),
         &unique("ctl-rc"),
         &[&pool],
@@ -263,8 +169,9 @@ async fn pod_gone_cleanup_respects_its_grace_and_off_switch_and_spares_living_po
         .unwrap();
 
     let started = Instant::now();
-    let on = Ctl::start(&unique("ctl-gc"), &unique("ctl-gc"), &[&pool], &["--pod-gone-grace", "3s"]);
-    let off = Ctl::start(&unique("ctl-gc-off"), &unique("ctl-gc-off"), &[&off_pool], &["--pod-gone-grace", "off"]);
+    let on = ControllerProc::start(&unique("ctl-gc"), &unique("ctl-gc"), &[&pool], &["--pod-gone-grace", "3s"]);
+    let off =
+        ControllerProc::start(&unique("ctl-gc-off"), &unique("ctl-gc-off"), &[&off_pool], &["--pod-gone-grace", "off"]);
     on.wait_leader().await;
     off.wait_leader().await;
     wait_for("the leak deletion", Duration::from_secs(60), || async { !exists(&leaked).await }).await;
@@ -311,7 +218,7 @@ async fn a_stuck_release_is_forced_only_when_an_add_waits_and_only_one_waiter_ge
     let pool = unique("ctl-fr");
     let net = "10.80.0";
     let (_names, victim, _) = full_pool_with_one_release(&pool, net, "2s").await;
-    let ctl = Ctl::start(&unique("ctl-fr"), &unique("ctl-fr"), &[&pool], &["--pod-gone-grace", "off"]);
+    let ctl = ControllerProc::start(&unique("ctl-fr"), &unique("ctl-fr"), &[&pool], &["--pod-gone-grace", "off"]);
     ctl.wait_leader().await;
     // Well past its bound, but nobody needs the IP: nothing is forced.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -319,15 +226,20 @@ async fn a_stuck_release_is_forced_only_when_an_add_waits_and_only_one_waiter_ge
     assert_eq!(held.metadata.finalizers.unwrap_or_default(), [FIN], "forced with no ADD waiting");
     assert!(events_about(&victim, "ForcedRelease").await.is_empty());
 
-    // Two ADDs wait at once: one gets the forced IP, the other times out.
+    // Two ADDs of two waiting Pods wait at once: one gets the forced IP, the other times out.
     let conf = cross_node_conf(&pool, net, "8s");
+    let mut waiting = Vec::new();
+    for cid in ["w1", "w2"] {
+        let (name, uid) = waiting_pod("ctl-fr-pod", "node-a").await;
+        waiting.push((cid, pod_args(&name, &uid)));
+    }
     let started = Instant::now();
-    let adds: Vec<_> = ["w1", "w2"]
+    let adds: Vec<_> = waiting
         .into_iter()
-        .map(|cid| {
+        .map(|(cid, args)| {
             let conf = conf.clone();
             std::thread::spawn(move || {
-                let out = invoke("ADD", &conf, &attach_env(cid));
+                let out = invoke("ADD", &conf, &pod_env(cid, &args));
                 (out, Instant::now())
             })
         })
@@ -345,17 +257,14 @@ async fn a_stuck_release_is_forced_only_when_an_add_waits_and_only_one_waiter_ge
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].0, netendpoint_controller::REPORTING_CONTROLLER);
     assert!(ev[0].2.contains(FIN), "{}", ev[0].2);
-    // The needs were recorded as core Events with the fixed reason: at least
-    // the first waiter's (the second may arrive after the forced release and
-    // take the address without waiting, recording nothing).
-    let needs: Api<CoreEvent> = Api::namespaced(client().await, "default");
-    let n = needs.list(&ListParams::default().fields("reason=IPNeeded")).await.unwrap().items;
-    assert!(
-        n.iter()
-            .filter(|e| e.metadata.annotations.as_ref().is_some_and(|a| a.get("netendpoint.dev/pool") == Some(&pool)))
-            .count()
-            >= 1
-    );
+    // The need was raised as the node's NetworkEndpointNeed, believed after
+    // a check of its Pod, and withdrawn when the wait ended.
+    assert!(ctl.log().contains("an ADD waits for an IP"), "{}", ctl.log());
+    wait_for("the needs to be withdrawn", Duration::from_secs(30), || async {
+        let needs: Api<netendpoint_crd::NetworkEndpointNeed> = Api::all(client().await);
+        needs.get_opt(&format!("{pool}.node-a")).await.unwrap().is_none()
+    })
+    .await;
     assert_eq!(ctl.metric(&format!("netendpoint_forced_releases_total{{pool=\"{}\"}}", label_value(&pool))), Some(1.0));
     cleanup_pool(&pool).await;
 }
@@ -365,11 +274,13 @@ async fn a_young_release_is_never_forced_and_the_time_to_serve_a_waiter_is_measu
     let pool = unique("ctl-yr");
     let net = "10.81.0";
     let (_names, victim, released_at) = full_pool_with_one_release(&pool, net, "4s").await;
-    let ctl = Ctl::start(&unique("ctl-yr"), &unique("ctl-yr"), &[&pool], &["--pod-gone-grace", "off"]);
+    let ctl = ControllerProc::start(&unique("ctl-yr"), &unique("ctl-yr"), &[&pool], &["--pod-gone-grace", "off"]);
     ctl.wait_leader().await;
     // The ADD starts while the release is young and waits; the release is
     // forced once it is 4 s old (whole-second timestamps: up to ~2 s later).
-    let (ok, res, log) = invoke("ADD", &cross_node_conf(&pool, net, "20s"), &attach_env("young"));
+    let (name, uid) = waiting_pod("ctl-yr-pod", "node-a").await;
+    let args = pod_args(&name, &uid);
+    let (ok, res, log) = invoke("ADD", &cross_node_conf(&pool, net, "20s"), &pod_env("young", &args));
     let served = released_at.elapsed();
     assert!(ok, "{res} {log}");
     assert_eq!(first_ip(&res).to_string(), format!("{net}.3"));
@@ -403,7 +314,7 @@ async fn metrics_match_a_pool_prepared_in_a_known_state() {
     };
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let net_conf_flag = format!("default/{cm_name}");
-    let ctl = Ctl::start(
+    let ctl = ControllerProc::start(
         &unique("ctl-m"),
         &unique("ctl-m"),
         &[&pool],
@@ -468,7 +379,7 @@ async fn the_controller_works_as_its_deployed_service_account() {
     let pool = unique("ctl-sa");
     let gone = unique("gone-sa");
     let orphan = create(lease(&pool, "10.83.0.1", "c1", &gone, &[])).await.metadata.name.unwrap();
-    let ctl = Ctl::start_as(
+    let ctl = ControllerProc::start_as(
         &kc,
         &unique("ctl-sa"),
         &unique("ctl-sa"),
@@ -540,7 +451,7 @@ async fn forced_release_and_reclaim_still_work_under_the_node_bound_identities()
     let refused = as_plugin.delete(&orphan, &DeleteParams::default()).await;
     assert!(matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 403), "{refused:?}");
 
-    let ctl = Ctl::start_as(
+    let ctl = ControllerProc::start_as(
         &ctl_kc,
         &unique("ctl-e2e"),
         &unique("ctl-e2e"),
@@ -549,8 +460,10 @@ async fn forced_release_and_reclaim_still_work_under_the_node_bound_identities()
     );
     ctl.wait_leader().await;
     // A new pod's ADD waits; the controller forces the stuck release for it.
+    let (name, uid) = waiting_pod("ctl-e2e-pod", &node).await;
+    let args = pod_args(&name, &uid);
     let started = Instant::now();
-    let (ok, r, e) = invoke("ADD", &conf, &attach_env("e2e-3"));
+    let (ok, r, e) = invoke("ADD", &conf, &pod_env("e2e-3", &args));
     assert!(ok, "{r} {e}\n{}", ctl.log());
     assert_eq!(first_ip(&r).to_string(), stuck.spec.ip, "the forced address");
     println!("under node-bound identities: waiting ADD served in {} ms", started.elapsed().as_millis());

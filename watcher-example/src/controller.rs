@@ -23,7 +23,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
-use netendpoint_crd::{FIELD_NODE, NetworkEndpoint};
+use netendpoint_crd::{ENDPOINTS_ONLY, FIELD_NODE, NetworkEndpoint};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::agent::{Agent, EndpointKey};
@@ -74,11 +74,15 @@ pub async fn run(client: Client, agent: Arc<Agent>, cfg: Config) -> Result<()> {
     let api: Api<NetworkEndpoint> = Api::all(client.clone());
     let recorder =
         Recorder::new(client, Reporter { controller: "watcher-example".into(), instance: Some(cfg.node.clone()) });
+    // Its node's endpoints only (the events it receives grow with its node,
+    // not with the cluster), and never a sticky hold: a hold owns an
+    // address between the incarnations of a claim and carries no rule.
     let selector = format!("{FIELD_NODE}={}", cfg.node);
     info!(node = %cfg.node, finalizer = ?cfg.finalizer, lazy = cfg.lazy_finalizer,
-        naive_ip_keyed = cfg.naive_ip_keyed, "watching endpoints with {selector}");
+        naive_ip_keyed = cfg.naive_ip_keyed, "watching endpoints with {selector},{ENDPOINTS_ONLY}");
     let ctx = Arc::new(Context { api: api.clone(), agent, cfg, recorder, tasks: Mutex::default() });
-    let mut stream = watcher::watcher(api, watcher::Config::default().fields(&selector)).default_backoff().boxed();
+    let config = watcher::Config::default().fields(&selector).labels(ENDPOINTS_ONLY);
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut listed: HashMap<IpAddr, String> = HashMap::new();
     while let Some(event) = stream.next().await {
         match event {
@@ -111,6 +115,10 @@ fn has_finalizer(ep: &NetworkEndpoint, finalizer: &str) -> bool {
 impl Context {
     /// An ADDED/MODIFIED endpoint (or one from a list).
     fn observe(self: &Arc<Self>, ep: NetworkEndpoint) {
+        if ep.is_hold() {
+            // The selector leaves holds out; an API server that ignored it must not add a rule.
+            return debug!(hold = ?ep.metadata.name, "ignoring a sticky hold");
+        }
         let key = match EndpointKey::try_from(&ep) {
             Ok(k) => k,
             Err(e) => return warn!(error = %e, "ignoring endpoint"),

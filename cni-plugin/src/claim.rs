@@ -1,0 +1,258 @@
+//! The claim primitives every allocation mode (dynamic, static, sticky)
+//! shares: who asks ([`Attachment`]), until when ([`Deadline`]), and a
+//! claim in progress ([`Claiming`]) that creates leases, retries what the
+//! API server could not answer, and rolls back whatever it created when the
+//! ADD fails.
+//!
+//! This module never imports its callers: `dynamic`, `static_ip`, `sticky`
+//! and `commands` build on it.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use kube::api::ObjectMeta;
+use netendpoint_crd::{ClaimRef, NetworkEndpoint, NetworkEndpointSpec, PodRef, Role, endpoint_name};
+use tracing::{debug, info, warn};
+
+use crate::allocator::RangeSet;
+use crate::config::IpamConfig;
+use crate::error::{Error, Result};
+use crate::protocol::{AttachmentKey, PodIdentity};
+use crate::store::{Created, Leases};
+
+/// Who is asking: the attachment, its node and its Pod.
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    /// CNI_CONTAINERID and CNI_IFNAME.
+    pub key: AttachmentKey,
+    /// Node the plugin runs on.
+    pub node: String,
+    /// The Pod, when the runtime passed K8S_POD_*.
+    pub pod: Option<PodIdentity>,
+}
+
+impl Attachment {
+    /// The Pod as a lease records it.
+    pub fn pod_ref(&self) -> Option<PodRef> {
+        self.pod.as_ref().map(|p| PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() })
+    }
+
+    /// True if `ep` is this attachment's lease: same sandbox, interface and node.
+    pub fn owns(&self, ep: &NetworkEndpoint) -> bool {
+        ep.spec.container_id == self.key.container_id
+            && ep.spec.if_name == self.key.if_name
+            && ep.spec.node == self.node
+    }
+}
+
+/// When an ADD stops waiting; time on the runtime's (tokio's) clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    started: tokio::time::Instant,
+    at: tokio::time::Instant,
+}
+
+impl Deadline {
+    /// `wait` from now (saturating).
+    pub fn after(wait: Duration) -> Self {
+        let started = tokio::time::Instant::now();
+        let at = started.checked_add(wait).unwrap_or(started);
+        Self { started, at }
+    }
+
+    /// True once the deadline is reached.
+    pub fn passed(&self) -> bool {
+        tokio::time::Instant::now() >= self.at
+    }
+
+    /// Time left.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(tokio::time::Instant::now())
+    }
+
+    /// Time since the deadline was set.
+    pub fn waited(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// The lease that gives `ip` of `set` to `who`.
+pub fn lease_object(conf: &IpamConfig, who: &Attachment, set: &RangeSet, ip: IpAddr) -> NetworkEndpoint {
+    let range = set.range_of(ip);
+    let spec = NetworkEndpointSpec {
+        pool: conf.pool.clone(),
+        ip: ip.to_string(),
+        prefix_length: range.map_or(if ip.is_ipv4() { 32 } else { 128 }, |r| r.subnet.prefix_len()),
+        gateway: range.and_then(|r| r.gateway).map(|g| g.to_string()),
+        if_name: who.key.if_name.clone(),
+        container_id: who.key.container_id.clone(),
+        node: who.node.clone(),
+        pod: who.pod_ref(),
+        network: Some(conf.network.clone()),
+        force_release_after: Some(netendpoint_crd::duration::format(conf.force_release_after)),
+        ..NetworkEndpointSpec::default()
+    };
+    NetworkEndpoint {
+        metadata: ObjectMeta {
+            name: Some(endpoint_name(&conf.pool, ip)),
+            labels: Some(netendpoint_lease::labels::of(&spec)),
+            annotations: netendpoint_lease::labels::annotations_of(&spec),
+            finalizers: (!conf.finalizers.is_empty()).then(|| conf.finalizers.clone()),
+            ..ObjectMeta::default()
+        },
+        spec,
+        status: None,
+    }
+}
+
+/// The sticky hold of claim `claim` at `ip`, whose spec asks for the first
+/// incarnation for `who` (see `docs/sticky-ips.md`). A hold carries no
+/// finalizer: the agents never see it, and only the controller deletes it.
+pub fn hold_object(
+    conf: &IpamConfig,
+    who: &Attachment,
+    set: &RangeSet,
+    ip: IpAddr,
+    claim: &ClaimRef,
+) -> NetworkEndpoint {
+    let mut hold = lease_object(conf, who, set, ip);
+    hold.spec.role = Some(Role::Hold);
+    hold.spec.claim = Some(claim.clone());
+    hold.spec.endpoint_finalizers = (!conf.finalizers.is_empty()).then(|| conf.finalizers.clone());
+    hold.spec.sticky_for = conf.sticky.as_ref().map(|s| netendpoint_crd::duration::format(s.sticky_for));
+    hold.metadata.labels = Some(netendpoint_lease::labels::of(&hold.spec));
+    hold.metadata.finalizers = None;
+    hold
+}
+
+/// An ADD's claims in progress: what it created (to roll back on failure),
+/// what it found already its own (kept on rollback), and the names whose
+/// create got no answer (resolved by name).
+pub struct Claiming<'a, S> {
+    /// The store.
+    pub store: &'a S,
+    /// The network's config.
+    pub conf: &'a IpamConfig,
+    /// Who asks.
+    pub who: &'a Attachment,
+    /// When the ADD's work must end (the invocation's deadline less the cleanup reserve).
+    pub work: Deadline,
+    /// Leases created by this ADD.
+    pub created: Vec<NetworkEndpoint>,
+    /// Leases of this attachment found already made (a repeated ADD).
+    pub adopted: Vec<NetworkEndpoint>,
+    /// Names whose create may have happened without an answer.
+    unanswered: BTreeSet<String>,
+}
+
+/// How long a retry of a transient failure waits at first, and at most.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+impl<'a, S: Leases> Claiming<'a, S> {
+    /// A claim for `who` that must finish its work by `work`.
+    pub fn new(store: &'a S, conf: &'a IpamConfig, who: &'a Attachment, work: Deadline) -> Self {
+        Self { store, conf, who, work, created: Vec::new(), adopted: Vec::new(), unanswered: BTreeSet::new() }
+    }
+
+    /// Runs `op` again while it fails with a transient error (the API
+    /// server restarting, shedding load) and the work deadline allows.
+    pub async fn retrying<T, F>(&self, what: &str, mut op: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let mut pause = RETRY_FIRST;
+        loop {
+            match op().await {
+                Err(e) if e.is_transient() && self.work.remaining() > pause => {
+                    warn!(error = %e, retry_in_ms = pause.as_millis() as u64, "{what}: transient failure, retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Creates `lease`: `Some` once it is ours, `None` if its name is
+    /// taken. A transient failure is retried within the work deadline; a
+    /// create that got no answer and then finds its name taken reads the
+    /// name, and adopts the lease if it is this attachment's.
+    pub async fn create(&mut self, lease: &NetworkEndpoint) -> Result<Option<NetworkEndpoint>> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let mut pause = RETRY_FIRST;
+        loop {
+            match self.store.create(lease).await {
+                Ok(Created::Ours(ep)) => {
+                    self.unanswered.remove(&name);
+                    self.created.push((*ep).clone());
+                    return Ok(Some(*ep));
+                }
+                Ok(Created::Taken) if self.unanswered.contains(&name) => {
+                    // Our earlier attempt may be the holder. Until this read
+                    // answers, the name stays on the list the rollback reads.
+                    let held = self.retrying("read an unanswered create", || self.store.get(&name)).await?;
+                    self.unanswered.remove(&name);
+                    return match held {
+                        Some(ep) if self.who.owns(&ep) && ep.spec == lease.spec && !ep.is_releasing() => {
+                            info!(lease = %name, "a create whose answer was lost did happen: it is ours");
+                            self.created.push(ep.clone());
+                            Ok(Some(ep))
+                        }
+                        _ => Ok(None),
+                    };
+                }
+                Ok(Created::Taken) => return Ok(None),
+                Err(e) => {
+                    if !e.wrote_nothing() {
+                        self.unanswered.insert(name.clone());
+                    }
+                    if !(e.is_transient() && self.work.remaining() > pause) {
+                        return Err(e);
+                    }
+                    warn!(lease = %name, error = %e, retry_in_ms = pause.as_millis() as u64, "create failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    /// The leases this ADD holds now (created and adopted).
+    pub fn held(&self) -> impl Iterator<Item = &NetworkEndpoint> {
+        self.created.iter().chain(&self.adopted)
+    }
+
+    /// Deletes what this ADD created, and whatever of this attachment a
+    /// create without an answer may have left under a name it tried (read
+    /// by name). Adopted leases stay. Every failure is reported.
+    pub async fn roll_back(self) -> Result<()> {
+        let mut errors = Vec::new();
+        for ep in &self.created {
+            warn!(
+                lease = ep.metadata.name.as_deref().unwrap_or_default(),
+                "ADD failed after claiming: releasing the claim"
+            );
+            let (name, uid) =
+                (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default());
+            if let Err(e) = self.retrying("roll back", || self.store.delete(&name, &uid)).await {
+                errors.push(e);
+            }
+        }
+        for name in &self.unanswered {
+            match self.retrying("read an unanswered create", || self.store.get(name)).await {
+                Ok(Some(ep)) if self.who.owns(&ep) && ep.spec.pool == self.conf.pool && !ep.is_releasing() => {
+                    warn!(lease = %name, "releasing a lease an unanswered create left");
+                    let uid = ep.metadata.uid.clone().unwrap_or_default();
+                    if let Err(e) = self.retrying("roll back", || self.store.delete(name, &uid)).await {
+                        errors.push(e);
+                    }
+                }
+                Ok(_) => debug!(lease = %name, "the unanswered create left nothing of ours"),
+                Err(e) => errors.push(e),
+            }
+        }
+        Error::collect(errors)
+    }
+}

@@ -1,0 +1,138 @@
+//! Every Kubernetes call the plugin makes, behind four narrow traits, one
+//! per role:
+//! - [`Leases`]: the NetworkEndpoints themselves, touched by name only
+//!   (create, get, delete, patch, a watch of one name); the one list, by
+//!   container ID, serves only a DEL or CHECK whose node-local record is lost;
+//! - [`Summaries`]: the shard and pool summaries the controller writes;
+//! - [`Cluster`]: facts about the cluster (Nodes, Pods, claims, discovery);
+//! - [`Signals`]: Events and the need signal.
+//!
+//! [`kube::KubeStore`] implements them against the API server; the unit
+//! tests use an in-memory store (`mem.rs`) with the same 409 and finalizer
+//! semantics and injectable faults.
+
+pub mod kube;
+#[cfg(test)]
+pub mod mem;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
+use netendpoint_crd::ipamclaim::IPAMClaim;
+use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeedSpec};
+use netendpoint_lease::summary::ShardView;
+
+use crate::error::Result;
+
+/// Outcome of a create.
+#[derive(Debug)]
+pub enum Created {
+    /// The name is ours now; the stored object (with its UID).
+    Ours(Box<NetworkEndpoint>),
+    /// Another object (live or releasing) holds the name.
+    Taken,
+}
+
+/// The next change of one lease after a resourceVersion.
+#[derive(Debug)]
+pub enum Change {
+    /// The object changed; its new state.
+    Changed(Box<NetworkEndpoint>),
+    /// The object is gone (its name may already hold a successor).
+    Gone,
+    /// Nothing happened within the timeout, or the watch ended early.
+    Quiet,
+}
+
+/// The NetworkEndpoints, by name.
+#[allow(async_fn_in_trait)]
+pub trait Leases {
+    /// A lower bound of the API server's time now (`None` before any answer).
+    fn server_now(&self) -> Option<Timestamp>;
+    /// Creates `ep`: the claim of its name.
+    async fn create(&self, ep: &NetworkEndpoint) -> Result<Created>;
+    /// The lease named `name`, if any.
+    async fn get(&self, name: &str) -> Result<Option<NetworkEndpoint>>;
+    /// Requests deletion of lease `name` whose UID is `uid` (UID
+    /// precondition). Gone already, or the name holding a newer lease, is success.
+    async fn delete(&self, name: &str, uid: &str) -> Result<()>;
+    /// Applies a JSON patch to lease `name` (to its status with `status`).
+    /// `Ok(false)` when the lease is gone or a test of the patch failed:
+    /// nothing was changed.
+    async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<bool>;
+    /// The first change of lease `name` after `resource_version`, waiting
+    /// at most `timeout` (a watch of that one name).
+    async fn next_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<Change>;
+    /// The leases of sandbox `container_id`: a list, which makes the API
+    /// server scan every NetworkEndpoint. Only a DEL or CHECK whose record
+    /// is lost calls it.
+    async fn find_by_container(&self, container_id: &str) -> Result<Vec<NetworkEndpoint>>;
+}
+
+/// A pool's summary as an ADD reads it.
+#[derive(Debug, Clone, Default)]
+pub struct PoolSummaryView {
+    /// Leased and releasing addresses per shard (by the shard's first address).
+    pub counts: std::collections::BTreeMap<IpAddr, (u16, u16)>,
+    /// When the controller last confirmed it.
+    pub confirmed_at: Option<Timestamp>,
+    /// The pool object's resourceVersion, to watch it from.
+    pub resource_version: String,
+}
+
+/// The summaries the controller writes (hints; never the lock).
+#[allow(async_fn_in_trait)]
+pub trait Summaries {
+    /// The shard of `pool` starting at `first`, if the controller wrote one.
+    async fn shard(&self, pool: &str, first: IpAddr) -> Result<Option<ShardView>>;
+    /// The pool's summary, if the controller wrote one.
+    async fn pool_summary(&self, pool: &str) -> Result<Option<PoolSummaryView>>;
+    /// Waits until the pool's summary changes after `resource_version`, at
+    /// most `timeout`. True if it changed.
+    async fn pool_changed(&self, pool: &str, resource_version: &str, timeout: Duration) -> Result<bool>;
+}
+
+/// What an ADD reads from its Pod: one GET, only when a feature needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodFacts {
+    /// metadata.uid
+    pub uid: String,
+    /// metadata.annotations
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// Facts about the cluster.
+#[allow(async_fn_in_trait)]
+pub trait Cluster {
+    /// True if a Node object named `name` exists.
+    async fn node_exists(&self, name: &str) -> Result<bool>;
+    /// The Pod's facts; `Ok(None)` when the Pod does not exist.
+    async fn pod_facts(&self, namespace: &str, name: &str) -> Result<Option<PodFacts>>;
+    /// The `IPAMClaim` `namespace`/`name`; `Ok(None)` when it (or its CRD) does not exist.
+    async fn claim(&self, namespace: &str, name: &str) -> Result<Option<IPAMClaim>>;
+    /// True if the API server serves the NetworkEndpoint API (discovery).
+    async fn crd_installed(&self) -> Result<bool>;
+    /// One small request that proves the API server answers, accepts the
+    /// plugin's credentials and serves netendpoint's API (STATUS): a GET of
+    /// the pool's summary object by name.
+    async fn probe(&self, pool: &str) -> Result<()>;
+}
+
+/// Events and the need signal. Best effort: failures are logged.
+#[allow(async_fn_in_trait)]
+pub trait Signals {
+    /// Records a Kubernetes Event about `regarding`.
+    async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
+    /// Says that an ADD on `need.node` waits for an address of `need.pool`
+    /// (creates or replaces the `NetworkEndpointNeed` `<pool>.<node>`).
+    async fn raise_need(&self, need: &NetworkEndpointNeedSpec);
+    /// Withdraws this node's need for `pool`.
+    async fn drop_need(&self, pool: &str, node: &str);
+}
+
+/// Everything an invocation may call.
+pub trait Store: Leases + Summaries + Cluster + Signals {}
+
+impl<T: Leases + Summaries + Cluster + Signals> Store for T {}

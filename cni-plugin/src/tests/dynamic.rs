@@ -1,0 +1,259 @@
+//! The allocator's choice: by name only, at any fill, with the
+//! controller's summaries, stale ones, or none; and the full pool's wait.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{FIN, Scratch, T0, conf, fill, ip_of, who};
+use crate::claim::lease_object;
+use crate::commands::add;
+use crate::local::LocalState;
+use crate::store::mem::{MemStore, SummaryMode};
+
+/// Fills `fraction` (per 10) of the set's addresses at random (a fixed LCG,
+/// so the table is the same every run).
+fn fill_random(store: &MemStore, c: &crate::config::IpamConfig, tenths: u64) {
+    let set = &c.range_sets[0];
+    let mut x: u64 = 42;
+    for ip in set.candidates(None) {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        if (x >> 33) % 10 < tenths {
+            store.insert(lease_object(c, &who("filler"), set, ip));
+        }
+    }
+}
+
+fn no_list(store: &MemStore) {
+    assert_eq!(store.calls("list_container"), 0, "no ADD path lists");
+}
+
+/// Invariant 11: at 90 % full, each ADD reads by name only, and the cost
+/// stays within 2.5 requests and 0.5 refused creates per ADD once a node's
+/// hint is warm.
+#[tokio::test(start_paused = true)]
+async fn at_ninety_percent_full_an_add_reads_by_name_only() {
+    let store = MemStore::new(T0, &["n1"]);
+    let c = conf("10.0.0.0/20", json!({}));
+    fill_random(&store, &c, 9);
+    let s = Scratch::new("ninety");
+    let before = store.total_calls();
+    let n = 40;
+    for i in 0..n {
+        add(&store, &c, &who(&format!("new-{i}")), &s.local).await.unwrap();
+    }
+    no_list(&store);
+    let per_add = (store.total_calls() - before) as f64 / f64::from(n);
+    let refused = (store.calls("create") - n as usize) as f64 / f64::from(n);
+    assert!(per_add <= 2.5, "{per_add} requests per ADD");
+    assert!(refused <= 0.5, "{refused} refused creates per ADD");
+}
+
+/// Below half full, the common ADD is one create.
+#[tokio::test(start_paused = true)]
+async fn in_a_pool_with_room_an_add_is_one_create() {
+    let store = MemStore::new(T0, &["n1"]);
+    let c = conf("10.0.0.0/20", json!({}));
+    fill_random(&store, &c, 4);
+    let s = Scratch::new("forty");
+    add(&store, &c, &who("warm-up"), &s.local).await.unwrap();
+    let before = store.total_calls();
+    for i in 0..40 {
+        add(&store, &c, &who(&format!("new-{i}")), &s.local).await.unwrap();
+    }
+    let per_add = (store.total_calls() - before) as f64 / 40.0;
+    assert!(per_add <= 1.1, "{per_add} requests per ADD");
+    no_list(&store);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_spread_out_and_do_not_collide_in_an_empty_pool() {
+    let nodes: Vec<String> = (0..8).map(|i| format!("node-{i}")).collect();
+    let refs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let store = MemStore::new(T0, &refs);
+    let c = conf("10.0.0.0/16", json!({}));
+    let dirs: Vec<Scratch> = nodes.iter().map(|n| Scratch::new(&format!("spread-{n}"))).collect();
+    for round in 0..50 {
+        for (n, s) in nodes.iter().zip(&dirs) {
+            let mut w = who(&format!("{n}-{round}"));
+            w.node = n.clone();
+            add(&store, &c, &w, &s.local).await.unwrap();
+        }
+    }
+    assert_eq!(store.calls("create"), 400, "no create met another node's lease");
+    // A set of one shard keeps host-local's order: every node starts at the first address.
+    let small = conf("10.0.0.0/29", json!({}));
+    let s = Scratch::new("spread-small");
+    let mut w = who("first");
+    w.node = "node-5".into();
+    assert_eq!(ip_of(&add(&store, &small, &w, &s.local).await.unwrap()), "10.0.0.2");
+}
+
+/// No controller ever ran: an ADD probes by create, a bounded number of
+/// times, and still lists nothing.
+#[tokio::test(start_paused = true)]
+async fn without_summaries_an_add_probes_by_create_and_lists_nothing() {
+    let store = MemStore::new(T0, &["n1"]);
+    store.summaries(SummaryMode::Off);
+    let c = conf("10.0.0.0/20", json!({}));
+    fill_random(&store, &c, 5);
+    let s = Scratch::new("probing");
+    for i in 0..40 {
+        add(&store, &c, &who(&format!("new-{i}")), &s.local).await.unwrap();
+    }
+    no_list(&store);
+    assert_eq!(store.calls("shard"), 0, "no summary to read");
+}
+
+/// A summary frozen while other ADDs go on (the controller stopped): its
+/// stale bits cost refused creates, never a second holder.
+#[tokio::test(start_paused = true)]
+async fn a_stale_summary_never_gives_an_address_twice() {
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2"]));
+    let c = conf("10.0.0.0/22", json!({}));
+    fill_random(&store, &c, 8);
+    store.summaries(SummaryMode::Frozen);
+    let (a, b) = (Scratch::new("stale-a"), Scratch::new("stale-b"));
+    for i in 0..60 {
+        let mut w = who(&format!("a-{i}"));
+        add(&*store, &c, &w, &a.local).await.unwrap();
+        w = who(&format!("b-{i}"));
+        w.node = "n2".into();
+        add(&*store, &c, &w, &b.local).await.unwrap();
+    }
+    let mut ips: Vec<String> = store.objects().iter().map(|e| e.spec.ip.clone()).collect();
+    let n = ips.len();
+    ips.sort();
+    ips.dedup();
+    assert_eq!(ips.len(), n, "one holder per address");
+    no_list(&store);
+}
+
+/// A full set of at most 64 addresses with no controller: the ADD reads
+/// each name, and waits on the release in progress by name.
+#[tokio::test(start_paused = true)]
+async fn a_small_full_pool_without_a_controller_reads_names_and_waits() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    store.summaries(SummaryMode::Off);
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "8s"}));
+    let names = fill(&store, &c, "n1", &[FIN]);
+    store.release(&names[2]);
+    let agent = store.clone();
+    let victim = names[2].clone();
+    let ack = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        agent.ack(&victim, FIN);
+    });
+    let started = tokio::time::Instant::now();
+    let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
+    ack.await.unwrap();
+    assert_eq!(ip_of(&r), "10.0.0.4");
+    assert!(started.elapsed() >= Duration::from_secs(2), "not before the agent's ack");
+    no_list(&store);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_pool_waits_for_a_release_that_has_not_begun_yet() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "5s"}));
+    let names = fill(&store, &c, "n1", &[]);
+    let late = store.clone();
+    let victim = names[2].clone();
+    // The old pod's DEL comes 1.5 s after the replacement's ADD, as under kubelet.
+    let del = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        late.release(&victim);
+    });
+    let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
+    assert_eq!(ip_of(&r), "10.0.0.4");
+    del.await.unwrap();
+    // And with no release at all, a clear exhaustion error after the wait.
+    let e = add(&*store, &c, &who("other"), &LocalState::none()).await.unwrap_err();
+    assert_eq!(e.code(), 100);
+    assert!(e.to_string().contains("5 of 5 IPs in use"), "{e}");
+    no_list(&store);
+}
+
+/// Forced release in plugin mode: (bound stamped on the lease, this ADD's
+/// bound, release age when the ADD comes, whether it may be forced).
+#[tokio::test(start_paused = true)]
+async fn forced_release_follows_the_leases_own_bound_on_the_servers_clock() {
+    let cases = [
+        ("30s", "30s", 5, false),  // young: never forced, the ADD waits and fails
+        ("30s", "30s", 40, true),  // stuck: forced
+        ("1h", "1s", 40, false),   // the lease's own bound wins over a smaller one elsewhere
+        ("2s", "1h", 5, true),     // and a smaller stamped bound is honoured
+        ("1500ms", "1h", 2, true), // sub-second bounds are not truncated
+    ];
+    for (stamped, mine, age, forced) in cases {
+        let store = MemStore::new(T0, &["n1"]);
+        let holder = conf("10.0.0.0/30", json!({"forceReleaseAfter": stamped}));
+        let name = fill(&store, &holder, "n1", &[FIN]).remove(0);
+        store.release(&name);
+        tokio::time::advance(Duration::from_secs(age)).await;
+        let c = conf("10.0.0.0/30", json!({"forceReleaseAfter": mine, "waitForRelease": "3s", "crossNode": "plugin"}));
+        let res = add(&store, &c, &who("new"), &LocalState::none()).await;
+        let case = format!("stamped {stamped}, mine {mine}, age {age}s");
+        if forced {
+            assert_eq!(ip_of(&res.unwrap()), "10.0.0.2", "{case}");
+            let ev = store.events();
+            assert!(ev.iter().any(|(r, n)| r == "NetworkEndpoint/ForcedRelease" && n.contains(FIN)), "{case}: {ev:?}");
+            assert!(ev.iter().any(|(r, _)| r == "Pod/ForcedRelease"), "{case}");
+        } else {
+            let e = res.unwrap_err();
+            assert_eq!(e.code(), 100, "{case}: {e}");
+            assert_eq!(store.object(&name).unwrap().metadata.finalizers.unwrap(), [FIN], "{case}: finalizer kept");
+            assert!(store.events().iter().all(|(r, _)| !r.ends_with("ForcedRelease")), "{case}");
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_that_becomes_stuck_during_the_wait_is_forced_then() {
+    let store = MemStore::new(T0, &["n1"]);
+    let c = conf(
+        "10.0.0.0/30",
+        json!({"forceReleaseAfter": "4s", "finalizers": [FIN], "waitForRelease": "20s", "crossNode": "plugin"}),
+    );
+    let name = fill(&store, &c, "n1", &[FIN]).remove(0);
+    store.release(&name);
+    let started = tokio::time::Instant::now();
+    let r = add(&store, &c, &who("new"), &LocalState::none()).await.unwrap();
+    assert_eq!(ip_of(&r), "10.0.0.2");
+    let waited = started.elapsed();
+    // Never before the bound (plus the whole-second rounding of deletionTimestamp).
+    assert!(waited >= Duration::from_secs(4), "forced after {waited:?}");
+    assert!(waited < Duration::from_secs(7), "forced after {waited:?}");
+}
+
+/// The default, `crossNode: controller`: an ADD never forces a release; it
+/// raises its node's need once, naming its Pod, and withdraws it after.
+#[tokio::test(start_paused = true)]
+async fn with_cross_node_controller_an_add_forces_nothing_and_raises_its_need() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let holder = conf("10.0.0.0/29", json!({"forceReleaseAfter": "1s"}));
+    let names = fill(&store, &holder, "gone", &[FIN]);
+    store.release(&names[0]);
+    tokio::time::advance(Duration::from_secs(600)).await;
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "5s"}));
+    let watcher = store.clone();
+    let seen = tokio::spawn(async move {
+        loop {
+            let needs = watcher.needs();
+            if !needs.is_empty() {
+                return needs;
+            }
+            watcher.changes().await;
+        }
+    });
+    let e = add(&*store, &c, &who("a"), &LocalState::none()).await.unwrap_err();
+    assert_eq!(e.code(), 100, "{e}");
+    let needs = tokio::time::timeout(Duration::from_secs(1), seen).await.unwrap().unwrap();
+    let need = &needs["p.n1"];
+    assert_eq!((need.pool.as_str(), need.node.as_str(), need.pod.uid.as_str()), ("p", "n1", "uid-a"));
+    assert!(store.needs().is_empty(), "withdrawn when the wait ended");
+    assert_eq!(store.object(&names[0]).unwrap().metadata.finalizers.unwrap(), [FIN], "stuck release not forced");
+    assert_eq!(store.calls("patch"), 0);
+    assert!(store.events().iter().all(|(r, _)| !r.ends_with("ForcedRelease")));
+}

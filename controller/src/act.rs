@@ -1,0 +1,375 @@
+//! The writes of the actions [`crate::decide`] chose. Each one names its
+//! object by name and UID (and resourceVersion where it acts on what it
+//! read); one that fails is logged and decided again on a later pass.
+//!
+//! The writes the API server cannot check rest on reads made here, live,
+//! just before the write: an incarnation is created only after reading its
+//! Pod (bound to the asking node, of the claim) and reading the previous
+//! incarnation gone.
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event as Recorded, EventType};
+use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION};
+use netendpoint_crd::{
+    FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_STICKY_HOLD_ENDED,
+    duration,
+};
+use netendpoint_lease::hold as proto;
+use tracing::{debug, info, warn};
+
+use crate::Controller;
+use crate::decide::{Action, ForceFor, Hold, Lease};
+
+/// Event reason of a vanished node's lease whose release was requested.
+pub const REASON_NODE_VANISHED: &str = "NodeVanished";
+/// Event reason of a gone Pod's lease whose release was requested.
+pub const REASON_POD_GONE: &str = "PodGone";
+/// Event reason of an incarnation the controller refused to create.
+pub const REASON_INCARNATION_REFUSED: &str = "IncarnationRefused";
+/// Event reason of an incarnation the controller created.
+pub const REASON_INCARNATION_CREATED: &str = "IncarnationCreated";
+
+fn endpoints(ctl: &Controller) -> Api<NetworkEndpoint> {
+    Api::all(ctl.client.clone())
+}
+
+/// Records an Event about lease (or hold) `name`/`uid`.
+async fn record(ctl: &Controller, name: &str, uid: &str, reason: &str, note: String, warning: bool) {
+    let regarding = netendpoint_lease::events::lease_ref(name, uid);
+    let ev = Recorded {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(e) = ctl.recorder.publish(&ev, &regarding).await {
+        warn!(reason, error = %e, "cannot record event");
+    }
+}
+
+/// Deletes exactly `name`/`uid`; false when it is gone or the name holds another object.
+async fn delete(ctl: &Controller, name: &str, uid: &str, resource_version: Option<&str>) -> kube::Result<bool> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: resource_version.map(str::to_string),
+        }),
+        ..DeleteParams::default()
+    };
+    match endpoints(ctl).delete(name, &dp).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Applies a JSON patch; false when it is gone or a test failed.
+async fn patch(ctl: &Controller, name: &str, p: json_patch::Patch, status: bool) -> kube::Result<bool> {
+    let api = endpoints(ctl);
+    let pp = PatchParams::default();
+    let res = if status {
+        api.patch_status(name, &pp, &Patch::Json::<()>(p)).await
+    } else {
+        api.patch(name, &pp, &Patch::Json::<()>(p)).await
+    };
+    match res {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Takes one action.
+pub async fn act(ctl: &Controller, action: &Action) {
+    let res = match action {
+        Action::Reclaim { lease } => reclaim(ctl, lease).await,
+        Action::DeleteLeak { lease } => delete_leak(ctl, lease).await,
+        Action::Force { lease, age, bound, why } => force(ctl, lease, *age, *bound, why).await,
+        Action::CreateIncarnation { hold, request } => create_incarnation(ctl, hold, request).await,
+        Action::ReleaseHold { hold, reason } => {
+            let why = reason.describe();
+            match patch(ctl, &hold.name, proto::releasing_patch(&hold.object, why), true).await {
+                Ok(true) => {
+                    info!(hold = %hold.name, reason = ?reason, "sticky hold ends: {why}");
+                    let note = format!(
+                        "sticky hold {} of claim {}/{} ends: {why}",
+                        hold.name, hold.claim.namespace, hold.claim.name
+                    );
+                    record(ctl, &hold.name, &hold.uid, REASON_STICKY_HOLD_ENDED, note, false).await;
+                    Ok(())
+                }
+                Ok(false) => {
+                    debug!(hold = %hold.name, "changed before its release began");
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Action::DeleteHold { hold } => delete_hold(ctl, hold).await,
+        Action::EndLegacyHold { lease, reason } => {
+            let Some(i) = lease.finalizers.iter().position(|f| f == FINALIZER_STICKY_HOLD) else { return };
+            match patch(
+                ctl,
+                &lease.name,
+                netendpoint_lease::patch::remove_finalizer(&lease.uid, i, FINALIZER_STICKY_HOLD),
+                false,
+            )
+            .await
+            {
+                Ok(true) => {
+                    info!(lease = %lease.name, reason = ?reason, "legacy sticky hold ended: {}", reason.describe());
+                    let note = format!("sticky hold of {} ended: {}", lease.name, reason.describe());
+                    record(ctl, &lease.name, &lease.uid, REASON_STICKY_HOLD_ENDED, note, false).await;
+                    Ok(())
+                }
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Action::CreateClaim { namespace, name, network, statefulset } => {
+            create_claim(ctl, namespace, name, network, statefulset).await
+        }
+        Action::DeleteClaim { namespace, name, uid } => {
+            let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), namespace);
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+                ..DeleteParams::default()
+            };
+            match api.delete(name, &dp).await {
+                Ok(_) => {
+                    info!(claim = %format!("{namespace}/{name}"), "StatefulSet Pod claim deleted: scaled down or gone");
+                    Ok(())
+                }
+                Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    if let Err(e) = res {
+        warn!(error = %e, action = ?std::mem::discriminant(action), "action failed; decided again on a later pass");
+    }
+}
+
+async fn reclaim(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
+    if delete(ctl, &lease.name, &lease.uid, None).await? {
+        warn!(lease = %lease.name, node = %lease.node, "node absent for the grace: releasing its lease");
+        ctl.metrics.reclaimed(&lease.pool);
+        let note = format!("node {} is gone: release of {} requested", lease.node, lease.name);
+        record(ctl, &lease.name, &lease.uid, REASON_NODE_VANISHED, note, true).await;
+    }
+    Ok(())
+}
+
+async fn delete_leak(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
+    if delete(ctl, &lease.name, &lease.uid, None).await? {
+        let pod_uid = lease.pod_uid().unwrap_or_default();
+        warn!(lease = %lease.name, pod_uid, "pod gone for the grace: releasing its lease");
+        ctl.metrics.leaked(&lease.pool);
+        let note = format!("pod UID {pod_uid} is gone: release of {} requested", lease.name);
+        record(ctl, &lease.name, &lease.uid, REASON_POD_GONE, note, true).await;
+    }
+    Ok(())
+}
+
+async fn force(
+    ctl: &Controller,
+    lease: &Lease,
+    age: std::time::Duration,
+    bound: std::time::Duration,
+    why: &ForceFor,
+) -> kube::Result<()> {
+    let p = netendpoint_lease::patch::force_release(&lease.uid, &lease.resource_version);
+    if !patch(ctl, &lease.name, p, false).await? {
+        debug!(lease = %lease.name, "changed or gone before the forced release");
+        return Ok(());
+    }
+    let for_what = match why {
+        ForceFor::Need(key) => format!("a waiting ADD ({key})"),
+        ForceFor::Incarnation(hold) => format!("the next incarnation of sticky hold {hold}"),
+    };
+    warn!(lease = %lease.name, finalizers = ?lease.finalizers, releasing_for_ms = age.as_millis() as u64,
+        bound = %duration::format(bound), for_what = %for_what,
+        "forced release: finalizers did not answer within forceReleaseAfter, and the address is needed");
+    ctl.metrics.forced(&lease.pool);
+    let note = format!(
+        "{} released by force after {:.1}s for {for_what}: finalizers {:?} did not answer within forceReleaseAfter ({})",
+        lease.name,
+        age.as_secs_f64(),
+        lease.finalizers,
+        duration::format(bound)
+    );
+    record(ctl, &lease.name, &lease.uid, REASON_FORCED_RELEASE, note, true).await;
+    Ok(())
+}
+
+/// Why the Pod named by `req` may not continue `hold`'s claim; `None` when
+/// it may: it exists with the request's UID, is bound to the asking node,
+/// is not being deleted, and is the claim's Pod (a StatefulSet claim's own
+/// Pod, or a Pod whose network selection names the claim).
+async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
+    use k8s_openapi::api::core::v1::Pod;
+    if req.pod.namespace != hold.claim.namespace {
+        return Ok(Some(format!("Pod {}/{} is not in the claim's namespace", req.pod.namespace, req.pod.name)));
+    }
+    let pods: Api<Pod> = Api::namespaced(ctl.client.clone(), &req.pod.namespace);
+    let Some(pod) = pods.get_opt(&req.pod.name).await? else {
+        return Ok(Some(format!("Pod {}/{} does not exist", req.pod.namespace, req.pod.name)));
+    };
+    if pod.metadata.uid.as_deref() != Some(req.pod.uid.as_str()) {
+        return Ok(Some(format!("Pod {}/{} is another incarnation (UID)", req.pod.namespace, req.pod.name)));
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Ok(Some(format!("Pod {}/{} is being deleted", req.pod.namespace, req.pod.name)));
+    }
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    if bound != Some(req.node.as_str()) {
+        return Ok(Some(format!(
+            "Pod {}/{} is bound to node {:?}, not to the asking node {}",
+            req.pod.namespace,
+            req.pod.name,
+            bound.unwrap_or_default(),
+            req.node
+        )));
+    }
+    let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+    let Some(claim) = claims.get_opt(&hold.claim.name).await? else {
+        return Ok(Some(format!("claim {}/{} is gone", hold.claim.namespace, hold.claim.name)));
+    };
+    if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
+        return Ok(Some(format!("claim {}/{} is another claim now", hold.claim.namespace, hold.claim.name)));
+    }
+    let of_claim = if claim.metadata.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_STATEFULSET)) {
+        format!("{}.{}", req.pod.name, hold.pool) == hold.claim.name
+    } else {
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NETWORKS_ANNOTATION))
+            .and_then(|v| serde_json::from_str::<Vec<serde_json::Value>>(v).ok())
+            .is_some_and(|list| {
+                list.iter()
+                    .any(|e| e.get("ipam-claim-reference").and_then(|r| r.as_str()) == Some(hold.claim.name.as_str()))
+            })
+    };
+    if !of_claim {
+        return Ok(Some(format!(
+            "Pod {}/{} is not the Pod of claim {}",
+            req.pod.namespace, req.pod.name, hold.claim.name
+        )));
+    }
+    Ok(None)
+}
+
+async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+    if let Some(why) = refusal(ctl, hold, req).await? {
+        warn!(hold = %hold.name, incarnation = req.incarnation, %why, "incarnation refused");
+        if patch(ctl, &hold.name, proto::refused_patch(&hold.object, &why), true).await? {
+            let note = format!("incarnation {} of {} refused: {why}", req.incarnation, hold.name);
+            record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_REFUSED, note, true).await;
+        }
+        return Ok(());
+    }
+    // The previous incarnation must be gone, read now (not from the watch).
+    if let Some((_, previous)) = &hold.incarnation
+        && endpoints(ctl).get_opt(previous).await?.is_some()
+    {
+        debug!(hold = %hold.name, %previous, "previous incarnation still there");
+        return Ok(());
+    }
+    let Some(ep) = proto::incarnation_object(&hold.object, req) else { return Ok(()) };
+    let name = ep.metadata.name.clone().unwrap_or_default();
+    match endpoints(ctl).create(&PostParams::default(), &ep).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+            // Created in an earlier pass whose status write did not land: go on if it is this request's.
+            let same = endpoints(ctl).get_opt(&name).await?.is_some_and(|e| e.spec.container_id == req.container_id);
+            if !same {
+                return Ok(());
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    if !patch(ctl, &hold.name, proto::created_patch(&hold.object, req, &name), true).await? {
+        debug!(hold = %hold.name, "the hold changed since it was read; its status is fixed on a later pass");
+    }
+    info!(hold = %hold.name, endpoint = %name, node = %req.node, pod = %format!("{}/{}", req.pod.namespace, req.pod.name),
+        "incarnation created");
+    let note = format!(
+        "incarnation {} ({name}) created for Pod {}/{} on node {}",
+        req.incarnation, req.pod.namespace, req.pod.name, req.node
+    );
+    record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_CREATED, note, false).await;
+    write_claim_status(ctl, hold, Some(&req.pod.name)).await
+}
+
+/// Writes the claim's addresses and owner Pod (`None`: the claim keeps no address).
+async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) -> kube::Result<()> {
+    let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+    let status = match owner {
+        Some(pod) => serde_json::json!({
+            "ips": [format!("{}/{}", hold.ip, hold.object.spec.prefix_length)],
+            "ownerPod": {"name": pod},
+        }),
+        None => serde_json::json!({"ips": [], "ownerPod": null}),
+    };
+    let body = serde_json::json!({ "metadata": { "uid": hold.claim.uid }, "status": status });
+    match api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
+    if let Some((_, current)) = &hold.incarnation
+        && endpoints(ctl).get_opt(current).await?.is_some()
+    {
+        return Ok(());
+    }
+    if delete(ctl, &hold.name, &hold.uid, Some(&hold.resource_version)).await? {
+        info!(hold = %hold.name, ip = %hold.ip, "sticky hold deleted: its address is free again");
+        // The claim keeps no address any more (unless it already points elsewhere).
+        let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+        if let Some(c) = claims.get_opt(&hold.claim.name).await?
+            && crate::claim_facts(&c).ips.contains(&hold.ip)
+        {
+            write_claim_status(ctl, hold, None).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_claim(
+    ctl: &Controller,
+    namespace: &str,
+    name: &str,
+    network: &str,
+    statefulset: &str,
+) -> kube::Result<()> {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let sts: Api<StatefulSet> = Api::namespaced(ctl.client.clone(), namespace);
+    let Some(owner) = sts.get_opt(statefulset).await? else { return Ok(()) };
+    let mut claim = IPAMClaim::new(name, IPAMClaimSpec { network: network.to_string(), interface: String::new() });
+    claim.metadata.namespace = Some(namespace.to_string());
+    claim.metadata.labels = Some([(LABEL_STATEFULSET.to_string(), statefulset.to_string())].into());
+    // Deleting the StatefulSet deletes its claims, and so ends their holds.
+    claim.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        name: statefulset.to_string(),
+        uid: owner.metadata.uid.unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    }]);
+    let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), namespace);
+    match api.create(&PostParams::default(), &claim).await {
+        Ok(_) => {
+            info!(claim = %format!("{namespace}/{name}"), "claim created for a StatefulSet Pod");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,432 @@
+//! The controller's decisions as tables, with fixtures built by small
+//! builders (`Lease::test("10.0.0.1").releasing_since(0, 30)`).
+
+use super::*;
+use netendpoint_crd::{ClaimRef, NetworkEndpoint, NetworkEndpointSpec, NetworkEndpointStatus, PodRef, Role};
+
+const T0: &str = "2026-01-01T00:00:00Z";
+
+fn t(secs: i64) -> Timestamp {
+    T0.parse::<Timestamp>().unwrap() + k8s_openapi::jiff::SignedDuration::from_secs(secs)
+}
+
+trait TestLease {
+    fn test(ip: &str) -> Self;
+    fn held(ip: &str, ordinal: u32, at: i64) -> Self;
+    fn on(self, node: &str) -> Self;
+    fn releasing_since(self, at: i64, bound: u64) -> Self;
+    fn incarnation(self, k: u32) -> Self;
+}
+
+impl TestLease for Lease {
+    fn test(ip: &str) -> Self {
+        Lease {
+            name: format!("p.{ip}"),
+            uid: format!("uid-{ip}"),
+            resource_version: "1".into(),
+            pool: "p".into(),
+            ip: ip.parse().ok(),
+            node: "n1".into(),
+            pod: Some(PodRef { namespace: "ns".into(), name: "web-0".into(), uid: format!("pod-{ip}") }),
+            releasing_since: None,
+            finalizers: vec![],
+            force_release_after: None,
+            sticky: None,
+            incarnation: None,
+        }
+    }
+    /// A released lease of an older version held for StatefulSet `web`'s Pod `web-<ordinal>` since `at`.
+    fn held(ip: &str, ordinal: u32, at: i64) -> Self {
+        let mut l = Lease::test(ip).releasing_since(at, 600);
+        l.finalizers = vec![netendpoint_crd::FINALIZER_STICKY_HOLD.into()];
+        l.sticky = Some(Sticky {
+            namespace: "ns".into(),
+            pod: format!("web-{ordinal}"),
+            owner_kind: "StatefulSet".into(),
+            owner: "web".into(),
+            sticky_for: Duration::from_secs(3600),
+        });
+        l
+    }
+    fn on(mut self, node: &str) -> Self {
+        self.node = node.into();
+        self
+    }
+    fn releasing_since(mut self, at: i64, bound: u64) -> Self {
+        self.releasing_since = Some(t(at));
+        self.force_release_after = Some(Duration::from_secs(bound));
+        self.finalizers = vec!["example.com/agent".into()];
+        self
+    }
+    fn incarnation(mut self, k: u32) -> Self {
+        self.name = format!("{}-{k}", self.name);
+        self.uid = format!("{}-{k}", self.uid);
+        self.incarnation = Some(k);
+        self
+    }
+}
+
+/// A hold of claim `web-0.p` at `ip`, at incarnation `current` (0: none),
+/// asking for `asked` (a request from node n2), with `stickyFor` 1h.
+fn hold(ip: &str, current: u32, asked: Option<u32>) -> Hold {
+    let spec = NetworkEndpointSpec {
+        pool: "p".into(),
+        ip: ip.into(),
+        prefix_length: 24,
+        if_name: "eth0".into(),
+        container_id: "c1".into(),
+        node: "n1".into(),
+        pod: Some(PodRef { namespace: "ns".into(), name: "web-0".into(), uid: "u1".into() }),
+        role: Some(Role::Hold),
+        claim: Some(ClaimRef { namespace: "ns".into(), name: "web-0.p".into(), uid: "k1".into() }),
+        sticky_for: Some("3600s".into()),
+        ..NetworkEndpointSpec::default()
+    };
+    let mut ep = NetworkEndpoint::new(&format!("p.{ip}"), spec);
+    ep.metadata.uid = Some(format!("hold-{ip}"));
+    ep.metadata.resource_version = Some("5".into());
+    let mut status = NetworkEndpointStatus::default();
+    if current > 0 {
+        status.incarnation = Some(current);
+        status.endpoint = Some(format!("p.{ip}-{current}"));
+    }
+    if let Some(k) = asked {
+        status.request = Some(IncarnationRequest {
+            incarnation: k,
+            node: "n2".into(),
+            container_id: format!("c{k}"),
+            if_name: "eth0".into(),
+            pod: PodRef { namespace: "ns".into(), name: "web-0".into(), uid: format!("u{k}") },
+        });
+    }
+    ep.status = Some(status);
+    Hold::of(&ep).unwrap()
+}
+
+fn settings() -> Settings {
+    Settings {
+        vanished_node_grace: Duration::from_secs(60),
+        pod_gone_grace: Some(Duration::from_secs(900)),
+        default_force_release_after: Duration::from_secs(600),
+    }
+}
+
+fn world(leases: Vec<Lease>) -> World {
+    let pod_uids = leases.iter().filter_map(|l| l.pod_uid().map(str::to_string)).collect();
+    World { leases, nodes: ["n1".to_string()].into(), pod_uids, ..World::default() }
+}
+
+fn with_claim(mut w: World, uid: &str, ips: &[&str]) -> World {
+    w.claims_known = true;
+    w.claims.insert(
+        ("ns".into(), "web-0.p".into()),
+        ClaimFacts { uid: uid.into(), ips: ips.iter().map(|i| i.parse().unwrap()).collect(), statefulset: None },
+    );
+    w
+}
+
+fn need(key: &str, until: i64) -> Need {
+    Need { key: key.into(), pool: "p".into(), until: t(until) }
+}
+
+fn kinds(d: &Decision) -> Vec<String> {
+    d.actions
+        .iter()
+        .map(|a| match a {
+            Action::Reclaim { lease } => format!("reclaim {}", lease.name),
+            Action::DeleteLeak { lease } => format!("leak {}", lease.name),
+            Action::Force { lease, why, .. } => format!("force {} for {why:?}", lease.name),
+            Action::EndLegacyHold { lease, reason } => format!("end legacy hold {} {reason:?}", lease.name),
+            Action::CreateIncarnation { hold, request } => format!("create {}-{}", hold.name, request.incarnation),
+            Action::ReleaseHold { hold, reason } => format!("release hold {} {reason:?}", hold.name),
+            Action::DeleteHold { hold } => format!("delete hold {}", hold.name),
+            Action::CreateClaim { namespace, name, .. } => format!("create claim {namespace}/{name}"),
+            Action::DeleteClaim { namespace, name, .. } => format!("delete claim {namespace}/{name}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_vanished_nodes_lease_is_reclaimed_only_when_seen_absent_twice_across_the_grace() {
+    let w = world(vec![Lease::test("10.0.0.1").on("gone"), Lease::test("10.0.0.2")]);
+    let mut m = Memory::default();
+    let s = settings();
+    // First sighting: nothing, and a pass is asked for after the grace.
+    let d = decide(&w, &s, &mut m, t(0));
+    assert!(d.actions.is_empty());
+    assert_eq!(d.look_again_in, Some(Duration::from_secs(61)));
+    assert!(decide(&w, &s, &mut m, t(60)).actions.is_empty(), "whole-second rounding: not yet");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(61))), ["reclaim p.10.0.0.1"]);
+    // Decided once, not again while the lease is still listed.
+    assert!(decide(&w, &s, &mut m, t(62)).actions.is_empty());
+}
+
+#[test]
+fn a_node_that_comes_back_starts_its_grace_again_and_a_present_nodes_lease_is_never_reclaimed() {
+    let mut w = world(vec![Lease::test("10.0.0.1").on("flaky")]);
+    let mut m = Memory::default();
+    let s = settings();
+    decide(&w, &s, &mut m, t(0));
+    w.nodes.insert("flaky".into());
+    assert!(decide(&w, &s, &mut m, t(100)).actions.is_empty());
+    w.nodes.remove("flaky");
+    assert!(decide(&w, &s, &mut m, t(200)).actions.is_empty(), "grace restarted");
+    assert!(decide(&w, &s, &mut m, t(230)).actions.is_empty());
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(261))), ["reclaim p.10.0.0.1"]);
+}
+
+#[test]
+fn a_releasing_lease_of_a_vanished_node_is_left_to_its_finalizers() {
+    let w = world(vec![Lease::test("10.0.0.1").on("gone").releasing_since(0, 600)]);
+    let mut m = Memory::default();
+    decide(&w, &settings(), &mut m, t(0));
+    assert!(decide(&w, &settings(), &mut m, t(1000)).actions.is_empty());
+}
+
+#[test]
+fn pod_gone_cleanup_respects_its_grace_its_off_switch_and_living_pods() {
+    let mut w = world(vec![Lease::test("10.0.0.1"), Lease::test("10.0.0.2"), Lease::test("10.0.0.3")]);
+    w.pod_uids.remove("pod-10.0.0.1");
+    w.leases[2].pod = None; // no Pod named: never a leak
+    let mut m = Memory::default();
+    let s = settings();
+    assert!(decide(&w, &s, &mut m, t(0)).actions.is_empty());
+    assert!(decide(&w, &s, &mut m, t(900)).actions.is_empty());
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(901))), ["leak p.10.0.0.1"]);
+
+    let off = Settings { pod_gone_grace: None, ..settings() };
+    let mut m = Memory::default();
+    assert!(decide(&w, &off, &mut m, t(0)).actions.is_empty());
+    assert!(decide(&w, &off, &mut m, t(100_000)).actions.is_empty());
+
+    // A Pod that reappears (a slow watch) restarts the grace.
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    w.pod_uids.insert("pod-10.0.0.1".into());
+    assert!(decide(&w, &s, &mut m, t(500)).actions.is_empty());
+    w.pod_uids.remove("pod-10.0.0.1");
+    assert!(decide(&w, &s, &mut m, t(1000)).actions.is_empty());
+}
+
+#[test]
+fn a_release_is_forced_only_for_a_waiting_need_and_only_past_its_own_bound() {
+    let leases = vec![
+        Lease::test("10.0.0.1").releasing_since(0, 30),
+        Lease::test("10.0.0.2").releasing_since(0, 3600),
+        Lease::test("10.0.0.3").releasing_since(10, 30),
+    ];
+    let s = settings();
+    // No need: nothing, however old.
+    let w = world(leases.clone());
+    assert!(decide(&w, &s, &mut Memory::default(), t(10_000)).actions.is_empty());
+    // A need, but every release young: nothing now, a pass when the first ripens.
+    let mut w = world(leases.clone());
+    w.needs = vec![need("a", 100)];
+    let mut m = Memory::default();
+    let d = decide(&w, &s, &mut m, t(20));
+    assert!(d.actions.is_empty());
+    assert_eq!(d.look_again_in, Some(Duration::from_secs(12)));
+    // Past the bound of .1 only: .1 is forced, once.
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(35))), [r#"force p.10.0.0.1 for Need("a")"#]);
+    assert!(decide(&w, &s, &mut m, t(50)).actions.is_empty(), "the need is served");
+    // A second waiter gets the next eligible release, never the same one.
+    w.needs.push(need("b", 100));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(50))), [r#"force p.10.0.0.3 for Need("b")"#]);
+    // An expired need forces nothing.
+    let mut w = world(leases);
+    w.needs = vec![need("old", 30)];
+    assert!(decide(&w, &s, &mut Memory::default(), t(40)).actions.is_empty());
+}
+
+#[test]
+fn with_known_ranges_a_release_is_forced_only_when_its_family_is_full() {
+    let mut w = world(vec![Lease::test("10.0.0.1").releasing_since(0, 30), Lease::test("10.0.0.2")]);
+    w.needs = vec![need("a", 1000)];
+    w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
+    assert!(decide(&w, &settings(), &mut Memory::default(), t(100)).actions.is_empty(), "one IPv4 free");
+    w.capacity.insert("p".into(), Capacity { v4: 2, v6: 0 });
+    assert_eq!(kinds(&decide(&w, &settings(), &mut Memory::default(), t(100))), [r#"force p.10.0.0.1 for Need("a")"#]);
+}
+
+#[test]
+fn the_oldest_eligible_release_is_forced_first_and_other_pools_are_untouched() {
+    let mut other = Lease::test("10.0.0.9").releasing_since(0, 1);
+    other.pool = "q".into();
+    other.name = "q.10.0.0.9".into();
+    let mut w = world(vec![
+        Lease::test("10.0.0.1").releasing_since(50, 10),
+        Lease::test("10.0.0.2").releasing_since(20, 10),
+        other,
+    ]);
+    w.needs = vec![need("a", 1000)];
+    assert_eq!(kinds(&decide(&w, &settings(), &mut Memory::default(), t(100))), [r#"force p.10.0.0.2 for Need("a")"#]);
+}
+
+#[test]
+fn an_incarnation_is_created_only_once_the_previous_one_is_gone() {
+    let s = settings();
+    // The first incarnation: asked for by the hold's spec.
+    let mut w = world(vec![]);
+    w.holds = vec![hold("10.0.0.5", 0, None)];
+    let mut m = Memory::default();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(0))), ["create p.10.0.0.5-1"]);
+    assert!(decide(&w, &s, &mut m, t(1)).actions.is_empty(), "once");
+    // Incarnation 2 asked while incarnation 1 is live: nothing.
+    let mut w = world(vec![Lease::test("10.0.0.5").incarnation(1)]);
+    w.holds = vec![hold("10.0.0.5", 1, Some(2))];
+    assert!(decide(&w, &s, &mut Memory::default(), t(0)).actions.is_empty());
+    // Releasing, young: nothing yet; stuck past its bound: forced for the hold.
+    w.leases = vec![Lease::test("10.0.0.5").incarnation(1).releasing_since(0, 30)];
+    let mut m = Memory::default();
+    let d = decide(&w, &s, &mut m, t(10));
+    assert!(d.actions.is_empty());
+    assert_eq!(d.look_again_in, Some(Duration::from_secs(22)));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(40))), [r#"force p.10.0.0.5-1 for Incarnation("p.10.0.0.5")"#]);
+    // Gone: incarnation 2 is created.
+    w.leases.clear();
+    assert_eq!(kinds(&decide(&w, &s, &mut Memory::default(), t(50))), ["create p.10.0.0.5-2"]);
+    // A stale request (for incarnation 3 while at 1) asks for nothing.
+    w.holds = vec![hold("10.0.0.5", 1, Some(3))];
+    assert!(decide(&w, &s, &mut Memory::default(), t(50)).actions.is_empty());
+}
+
+#[test]
+fn a_hold_ends_when_its_claim_is_gone_or_elsewhere_seen_twice_and_is_deleted_once_idle() {
+    let s = settings();
+    // The claim exists with this address: the hold stays.
+    let mut w = with_claim(world(vec![]), "k1", &["10.0.0.5"]);
+    w.holds = vec![hold("10.0.0.5", 1, None)];
+    let mut m = Memory::default();
+    assert!(decide(&w, &s, &mut m, t(0)).actions.is_empty());
+    // The claim is deleted and recreated under the same name (another UID): seen twice, then released.
+    let mut w = with_claim(world(vec![]), "k2", &[]);
+    w.holds = vec![hold("10.0.0.5", 1, None)];
+    let mut m = Memory::default();
+    assert!(decide(&w, &s, &mut m, t(0)).actions.is_empty(), "first sighting");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(1))), ["release hold p.10.0.0.5 ClaimGone"]);
+    // A decoy: a hold of this claim at an address the claim does not hold.
+    let mut w = with_claim(world(vec![]), "k1", &["10.0.0.9"]);
+    w.holds = vec![hold("10.0.0.5", 0, None)];
+    w.holds[0].pending = None;
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(1))), ["release hold p.10.0.0.5 Superseded"]);
+    // Releasing: deleted once its incarnation is gone, never while it is there.
+    let mut releasing = hold("10.0.0.5", 1, None);
+    releasing.releasing = true;
+    let mut w = world(vec![Lease::test("10.0.0.5").incarnation(1).releasing_since(0, 600)]);
+    w.holds = vec![releasing];
+    assert!(decide(&w, &s, &mut Memory::default(), t(5)).actions.is_empty());
+    w.leases.clear();
+    assert_eq!(kinds(&decide(&w, &s, &mut Memory::default(), t(6))), ["delete hold p.10.0.0.5"]);
+}
+
+#[test]
+fn a_hold_without_an_incarnation_ends_after_sticky_for_and_a_live_one_never_does() {
+    let s = settings();
+    let mut w = world(vec![]);
+    w.holds = vec![hold("10.0.0.5", 1, None)];
+    let mut m = Memory::default();
+    let d = decide(&w, &s, &mut m, t(0));
+    assert!(d.actions.is_empty());
+    assert!(decide(&w, &s, &mut m, t(3600)).actions.is_empty(), "whole-second rounding: not yet");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["release hold p.10.0.0.5 Expired"]);
+    // With its incarnation live, never.
+    let mut w = world(vec![Lease::test("10.0.0.5").incarnation(1)]);
+    w.holds = vec![hold("10.0.0.5", 1, None)];
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    assert!(decide(&w, &s, &mut m, t(100_000)).actions.is_empty());
+}
+
+#[test]
+fn pool_pressure_ends_the_oldest_idle_hold_only_when_no_other_release_can_serve() {
+    let s = settings();
+    let mut w = world(vec![Lease::test("10.0.0.3")]);
+    w.holds = vec![hold("10.0.0.1", 1, None), hold("10.0.0.2", 1, None)];
+    w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
+    let mut m = Memory::default();
+    // .2 went idle first.
+    w.holds[0].incarnation = None;
+    let idle_first = w.holds.remove(0);
+    decide(&w, &s, &mut m, t(0));
+    w.holds.push(idle_first);
+    decide(&w, &s, &mut m, t(10));
+    // No need: holds stay. A need: the oldest idle hold ends, once per need.
+    w.needs = vec![need("a", 1000)];
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(20))), ["release hold p.10.0.0.2 PoolPressure"]);
+    assert!(decide(&w, &s, &mut m, t(21)).actions.is_empty());
+    // Another release in progress can serve it: no hold ends.
+    let mut w2 = world(vec![Lease::test("10.0.0.3").releasing_since(90, 600)]);
+    w2.holds = vec![hold("10.0.0.1", 1, None)];
+    w2.needs = vec![need("a", 1000)];
+    assert!(decide(&w2, &s, &mut Memory::default(), t(100)).actions.is_empty());
+    // A family with room: no hold ends.
+    w.capacity.insert("p".into(), Capacity { v4: 4, v6: 0 });
+    w.needs = vec![need("b", 1000)];
+    assert!(decide(&w, &s, &mut Memory::default(), t(100)).actions.is_empty());
+}
+
+#[test]
+fn statefulset_pods_get_claims_and_lose_them_when_scaled_down_seen_twice() {
+    let s = settings();
+    let mut w = world(vec![]);
+    w.statefulsets_known = true;
+    w.claims_known = true;
+    w.sticky_networks = vec![StickyNetwork { pool: "p".into(), network: "net".into() }];
+    w.statefulsets.insert(("ns".into(), "web".into()), 2);
+    let mut m = Memory::default();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(0))), ["create claim ns/web-0.p", "create claim ns/web-1.p"]);
+    assert!(decide(&w, &s, &mut m, t(1)).actions.is_empty(), "once, until the informer shows them");
+    for i in 0..2 {
+        let c = ClaimFacts { uid: format!("k{i}"), ips: vec![], statefulset: Some("web".into()) };
+        w.claims.insert(("ns".into(), format!("web-{i}.p")), c);
+    }
+    assert!(decide(&w, &s, &mut m, t(2)).actions.is_empty());
+    w.statefulsets.insert(("ns".into(), "web".into()), 1);
+    assert!(decide(&w, &s, &mut m, t(3)).actions.is_empty(), "first sighting");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(4))), ["delete claim ns/web-1.p"]);
+    // Claims of other origins are never deleted.
+    w.claims.insert(("ns".into(), "vm1.net".into()), ClaimFacts { uid: "kv".into(), ..ClaimFacts::default() });
+    assert!(decide(&w, &s, &mut m, t(5)).actions.is_empty());
+}
+
+#[test]
+fn ordinals_parse_only_from_the_owners_pod_names() {
+    assert_eq!(ordinal("web", "web-0"), Some(0));
+    assert_eq!(ordinal("web", "web-12"), Some(12));
+    for bad in ["web", "web-", "web-01", "web-x", "webx-1", "web-1-2", "other-1"] {
+        assert_eq!(ordinal("web", bad), None, "{bad}");
+    }
+}
+
+fn with_sts(leases: Vec<Lease>, replicas: Option<i64>) -> World {
+    let mut w = world(leases);
+    w.statefulsets_known = true;
+    if let Some(r) = replicas {
+        w.statefulsets.insert(("ns".into(), "web".into()), r);
+    }
+    w
+}
+
+#[test]
+fn a_legacy_hold_ends_when_its_statefulset_is_gone_or_scaled_below_it_seen_twice_or_after_sticky_for() {
+    let s = settings();
+    let leases = vec![Lease::held("10.0.0.1", 0, 0), Lease::held("10.0.0.2", 2, 0)];
+    let mut m = Memory::default();
+    assert!(decide(&with_sts(leases.clone(), Some(3)), &s, &mut m, t(10)).actions.is_empty());
+    let w = with_sts(leases.clone(), Some(2));
+    assert!(decide(&w, &s, &mut m, t(11)).actions.is_empty(), "first sighting");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(12))), ["end legacy hold p.10.0.0.2 ScaledDown"]);
+    let mut m = Memory::default();
+    let w = with_sts(leases.clone(), None);
+    assert!(decide(&w, &s, &mut m, t(10)).actions.is_empty());
+    assert_eq!(
+        kinds(&decide(&w, &s, &mut m, t(11))),
+        ["end legacy hold p.10.0.0.1 OwnerDeleted", "end legacy hold p.10.0.0.2 OwnerDeleted"]
+    );
+    let mut m = Memory::default();
+    let w = with_sts(vec![Lease::held("10.0.0.1", 0, 0)], Some(1));
+    assert!(decide(&w, &s, &mut m, t(3600)).actions.is_empty());
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["end legacy hold p.10.0.0.1 Expired"]);
+}

@@ -1,0 +1,294 @@
+//! The summaries ADDs read instead of listing leases: per shard a bitmap of
+//! the leased and the releasing addresses (`NetworkEndpointShard`), per
+//! pool the counts of each shard (`NetworkEndpointPool` status).
+//!
+//! Written by the leader from its one watch of the leases, coalesced: a
+//! shard or pool is written at once when it changes after a quiet spell,
+//! and otherwise at most once per [`MIN_INTERVAL`], whatever the churn. A
+//! pool summary is confirmed at least every [`CONFIRM_EVERY`], so an ADD can
+//! tell a summary that a controller keeps from one left behind.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use netendpoint_crd::{
+    NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointShard, NetworkEndpointShardSpec, PoolSummary,
+    endpoint_name,
+};
+use netendpoint_lease::summary::{ShardView, runs_of, shard_first, shard_index};
+use tracing::{debug, warn};
+
+use crate::decide::{Hold, Lease};
+
+/// The least time between two writes of one shard or one pool summary.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
+/// How often a pool summary is confirmed even when nothing changed.
+pub const CONFIRM_EVERY: Duration = Duration::from_secs(30);
+
+/// What the summaries should say now.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// Per (pool, shard first address), its view.
+    pub shards: BTreeMap<(String, IpAddr), ShardView>,
+    /// Per pool, per shard: (leased, releasing).
+    pub pools: BTreeMap<String, BTreeMap<IpAddr, (u16, u16)>>,
+}
+
+/// The summaries of `leases` and `holds`. A hold counts as leased, and
+/// never as releasing: its address is the claim's. An incarnation is left
+/// out (its hold already counts its address), and so is the release of a
+/// lease of an older version held by the sticky-hold finalizer.
+pub fn wanted(leases: &[Lease], holds: &[Hold], pools: &HashSet<String>) -> Wanted {
+    let mut w = Wanted::default();
+    let mut mark = |pool: &str, ip: IpAddr, releasing: bool| {
+        let v = w.shards.entry((pool.to_string(), shard_first(ip))).or_default();
+        v.leased.set(shard_index(ip));
+        if releasing {
+            v.releasing.set(shard_index(ip));
+        }
+    };
+    for l in leases.iter().filter(|l| l.incarnation.is_none()) {
+        if let Some(ip) = l.ip {
+            mark(&l.pool, ip, l.releasing_since.is_some() && !l.is_held());
+        }
+    }
+    for h in holds {
+        mark(&h.pool, h.ip, false);
+    }
+    for ((pool, first), v) in &w.shards {
+        let counts = (
+            u16::try_from(v.leased.count()).unwrap_or(u16::MAX),
+            u16::try_from(v.releasing.count()).unwrap_or(u16::MAX),
+        );
+        w.pools.entry(pool.clone()).or_default().insert(*first, counts);
+    }
+    // A pool whose last lease went away still gets its (empty) summary.
+    for pool in pools {
+        w.pools.entry(pool.clone()).or_default();
+    }
+    w
+}
+
+/// Per shard of a pool (by its first address): leased and releasing addresses.
+pub type PoolCounts = BTreeMap<IpAddr, (u16, u16)>;
+
+/// What was last written, and when.
+#[derive(Default)]
+pub struct SummaryWriter {
+    shards: HashMap<(String, IpAddr), (ShardView, Instant)>,
+    pools: HashMap<String, (PoolCounts, Instant)>,
+    created_shards: HashSet<String>,
+    created_pools: HashSet<String>,
+    /// Writes made, for the metrics and the benchmark.
+    pub writes: u64,
+    /// Set once the API server says a summary resource does not exist.
+    missing: bool,
+}
+
+/// The field manager of the summaries (the pool figures have their own).
+const MANAGER: &str = "netendpoint-controller-summary";
+
+impl SummaryWriter {
+    /// Forgets what was written (a new leadership term writes everything again).
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Writes what is due; returns when to look again for what is not.
+    pub async fn sync(&mut self, client: &Client, wanted: &Wanted, now: Timestamp) -> Option<Duration> {
+        if self.missing {
+            return None;
+        }
+        let at = Instant::now();
+        let mut later: Option<Duration> = None;
+        let mut due = |last: Option<Instant>, changed: bool, confirm: bool| -> bool {
+            match last {
+                None => true,
+                Some(t) => {
+                    let since = at.duration_since(t);
+                    if !(changed || confirm) {
+                        return false;
+                    }
+                    if since >= MIN_INTERVAL {
+                        return true;
+                    }
+                    let left = MIN_INTERVAL - since;
+                    later = Some(later.map_or(left, |l: Duration| l.min(left)));
+                    false
+                }
+            }
+        };
+        let mut shard_writes = Vec::new();
+        for (key, view) in &wanted.shards {
+            let last = self.shards.get(key);
+            if due(last.map(|(_, t)| *t), last.is_none_or(|(v, _)| v != view), false) {
+                shard_writes.push((key.clone(), *view));
+            }
+        }
+        // Shards that lost their last lease are written empty once.
+        for key in self.shards.keys() {
+            if !wanted.shards.contains_key(key) && self.shards[key].0 != ShardView::default() {
+                let last = self.shards.get(key).map(|(_, t)| *t);
+                if due(last, true, false) {
+                    shard_writes.push((key.clone(), ShardView::default()));
+                }
+            }
+        }
+        let mut pool_writes = Vec::new();
+        for (pool, counts) in &wanted.pools {
+            let last = self.pools.get(pool);
+            let confirm = last.is_some_and(|(_, t)| at.duration_since(*t) >= CONFIRM_EVERY);
+            if due(last.map(|(_, t)| *t), last.is_none_or(|(c, _)| c != counts), confirm) {
+                pool_writes.push((pool.clone(), counts.clone()));
+            }
+        }
+        for ((pool, first), view) in shard_writes {
+            if self.write_shard(client, &pool, first, &view, now).await {
+                self.shards.insert((pool, first), (view, at));
+            }
+        }
+        for (pool, counts) in pool_writes {
+            if self.write_pool(client, &pool, &counts, now).await {
+                self.pools.insert(pool, (counts, at));
+            }
+        }
+        let confirm_in = self.pools.values().map(|(_, t)| CONFIRM_EVERY.saturating_sub(at.duration_since(*t))).min();
+        match (later, confirm_in) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    async fn write_shard(
+        &mut self,
+        client: &Client,
+        pool: &str,
+        first: IpAddr,
+        view: &ShardView,
+        now: Timestamp,
+    ) -> bool {
+        let api: Api<NetworkEndpointShard> = Api::all(client.clone());
+        let name = endpoint_name(pool, first);
+        if !self.created_shards.contains(&name) {
+            let obj = NetworkEndpointShard::new(
+                &name,
+                NetworkEndpointShardSpec { pool: pool.to_string(), first: first.to_string() },
+            );
+            match api.create(&PostParams::default(), &obj).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    warn!("the NetworkEndpointShard resource is not installed: no summaries (apply deploy/crd.yaml)");
+                    self.missing = true;
+                    return false;
+                }
+                Err(e) => {
+                    warn!(shard = %name, error = %e, "cannot create the shard summary");
+                    return false;
+                }
+            }
+            self.created_shards.insert(name.clone());
+        }
+        let mut status = view.status();
+        status.updated_at = Some(Time(now));
+        let patch = serde_json::json!({ "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointShard", "status": status });
+        let pp = PatchParams::apply(MANAGER).force();
+        match api.patch_status(&name, &pp, &Patch::Apply(patch)).await {
+            Ok(_) => {
+                self.writes += 1;
+                debug!(shard = %name, leased = view.leased.count(), releasing = view.releasing.count(), "shard summary written");
+                true
+            }
+            Err(e) => {
+                self.created_shards.remove(&name);
+                warn!(shard = %name, error = %e, "cannot write the shard summary");
+                false
+            }
+        }
+    }
+
+    async fn write_pool(
+        &mut self,
+        client: &Client,
+        pool: &str,
+        counts: &BTreeMap<IpAddr, (u16, u16)>,
+        now: Timestamp,
+    ) -> bool {
+        if !netendpoint_crd::is_dns1123_subdomain(pool) {
+            return false;
+        }
+        let api: Api<NetworkEndpointPool> = Api::all(client.clone());
+        if !self.created_pools.contains(pool) {
+            match api.create(&PostParams::default(), &NetworkEndpointPool::new(pool, NetworkEndpointPoolSpec {})).await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+                Err(e) => {
+                    warn!(pool, error = %e, "cannot create the pool object");
+                    return false;
+                }
+            }
+            self.created_pools.insert(pool.to_string());
+        }
+        let summary = PoolSummary { confirmed_at: Some(Time(now)), runs: runs_of(counts) };
+        let patch = serde_json::json!({
+            "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointPool",
+            "status": { "summary": summary },
+        });
+        let pp = PatchParams::apply(MANAGER).force();
+        match api.patch_status(pool, &pp, &Patch::Apply(patch)).await {
+            Ok(_) => {
+                self.writes += 1;
+                true
+            }
+            Err(e) => {
+                self.created_pools.remove(pool);
+                warn!(pool, error = %e, "cannot write the pool summary");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netendpoint_crd::PodRef;
+
+    fn lease(ip: &str, releasing: bool) -> Lease {
+        Lease {
+            name: format!("p.{ip}"),
+            uid: ip.into(),
+            resource_version: "1".into(),
+            pool: "p".into(),
+            ip: ip.parse().ok(),
+            node: "n".into(),
+            pod: Some(PodRef::default()),
+            releasing_since: releasing.then(|| "2026-01-01T00:00:00Z".parse().unwrap()),
+            finalizers: vec![],
+            force_release_after: None,
+            sticky: None,
+            incarnation: None,
+        }
+    }
+
+    #[test]
+    fn summaries_count_leases_and_releases_and_leave_incarnations_to_their_hold() {
+        let mut inc = lease("10.0.0.5", true);
+        inc.incarnation = Some(2);
+        let leases = vec![lease("10.0.0.1", false), lease("10.0.0.2", true), lease("10.0.1.7", false), inc];
+        let w = wanted(&leases, &[], &["p".to_string(), "empty".to_string()].into());
+        let first: IpAddr = "10.0.0.0".parse().unwrap();
+        let v = w.shards[&("p".to_string(), first)];
+        assert!(v.leased.get(1) && v.leased.get(2) && !v.leased.get(5));
+        assert!(v.releasing.get(2) && !v.releasing.get(1));
+        assert_eq!(w.pools["p"][&first], (2, 1));
+        assert_eq!(w.pools["p"].len(), 2);
+        assert!(w.pools["empty"].is_empty());
+    }
+}

@@ -1,0 +1,28 @@
+//! The lease vocabulary of netendpoint, shared by the CNI plugin, the
+//! controller and the kubectl plugin, as Calico's IPAM library is shared by
+//! its plugin, controllers and calicoctl:
+//! - [`view`]: the one [`Lease`] view, read from spec and name;
+//! - [`patch`]: the patches that change a lease, each testing what it acts on;
+//! - [`labels`]: the labels that mirror a lease's spec;
+//! - [`hold`]: the sticky hold protocol (requests, incarnations, release);
+//! - [`events`]: Events and the references they are about;
+//! - [`clock`]: the API server's clock and ages measured on it;
+//! - [`rules`]: when a release is stuck, and "seen twice, then a grace";
+//! - [`pools`]: pool accounting (capacity, in use, releasing, free);
+//! - [`summary`]: the shard bitmaps and pool counts ADDs read as a hint.
+//!
+//! Nothing here makes an API call.
+
+pub mod clock;
+pub mod events;
+pub mod hold;
+pub mod labels;
+pub mod patch;
+pub mod pools;
+pub mod rules;
+pub mod summary;
+pub mod view;
+
+pub use clock::{ServerClock, age_at_least};
+pub use rules::{ReleaseState, Seen, Sightings, release_state};
+pub use view::Lease;
