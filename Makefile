@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint audit unit test images e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd deploy lint audit unit test images e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -20,8 +20,15 @@ tools: deps
 build: deps
 	cargo build --workspace --bins
 
-crd:
-	cargo run -q -p netendpoint-crd --bin crdgen > deploy/crd.yaml
+# The CRDs, as crdgen prints them, into the chart, then deploy/ from it.
+crd: tools
+	cargo run -q -p netendpoint-crd --bin crdgen > deploy/helm/netendpoint/templates/crd.yaml
+	@scripts/render-deploy.sh
+
+# deploy/ (the kustomize tree) rendered from the Helm chart
+# deploy/helm/netendpoint, its one source; make test fails when it is stale.
+deploy: tools
+	@scripts/render-deploy.sh
 
 # fmt, clippy and the dependency audit; fails under CI=true when fmt or
 # clippy is missing. `make test` runs fmt and clippy only.

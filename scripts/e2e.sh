@@ -9,8 +9,8 @@
 # or fail. Needs root; one real node at a time on a machine (kubelet's fixed
 # port).
 #
-# E2E_SCENARIOS picks the scenarios after A (which every run needs), e.g. "A"
-# for `make demo-node`; default all: A,B,R,C,S,K,O,L,G,D,X. E2E_SHOW=1 prints
+# E2E_SCENARIOS picks the scenarios besides A (which every run needs), e.g.
+# "A" for `make demo-node`; default all: H,A,B,R,C,S,K,O,L,G,D,X. E2E_SHOW=1 prints
 # the leases and the agent's log of the reused IP after A.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ pods=3
 controller_pods=2
 export NODE_POOL_SIZE=$((pods + controller_pods))
 fail() { echo "E2E FAILED: $*" >&2; exit 1; }
-want() { [[ ",${E2E_SCENARIOS:-A,B,R,C,S,K,O,L,G,D,X}," == *",$1,"* ]]; }
+want() { [[ ",${E2E_SCENARIOS:-H,A,B,R,C,S,K,O,L,G,D,X}," == *",$1,"* ]]; }
 results=()
 result() { results+=("$*"); }
 
@@ -99,6 +99,27 @@ if [ "${E2E_SHOW:-0}" = 1 ]; then
   say "the agent's log for $old_ip, in the order it changed its table"
   agent_events
   jq -r --arg ip "$old_ip" 'select(.ip == $ip) | "  \(.ts)  \(.kind)  lease uid=\(.uid)"' "$events"
+fi
+
+if want H; then
+echo
+say "== scenario H: the Helm chart, with the same images, renders what the kustomize install made (kubectl diff is empty)"
+helm_set=()
+while read -r ref _ _; do
+  name=${ref%:*}; case "${name##*/}" in
+    netendpoint) helm_set+=(--set "image.repository=$name" --set "image.tag=${ref##*:}") ;;
+    netendpoint-watcher-example) helm_set+=(--set "agentImage.repository=$name" --set "agentImage.tag=${ref##*:}") ;;
+  esac
+done < "$NODE_IMAGES/images.txt"
+"$tbin/helm" template netendpoint deploy/helm/netendpoint --namespace netendpoint-system "${helm_set[@]}" > "$NODE_DIR/helm-render.yaml"
+set +e
+kc diff -f "$NODE_DIR/helm-render.yaml" > "$NODE_DIR/helm-diff.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || { head -n 60 "$NODE_DIR/helm-diff.txt" >&2; fail "kubectl diff of the chart's render against the installed objects (exit $rc)"; }
+n=$(grep -c '^kind:' "$NODE_DIR/helm-render.yaml")
+say "helm template of deploy/helm/netendpoint ($n objects) against the cluster installed with kubectl apply -k: no difference"
+result "H chart: helm template with the installed images renders the $n objects kubectl apply -k installed, to the field (kubectl diff empty)"
 fi
 
 if want B; then

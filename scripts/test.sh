@@ -19,6 +19,9 @@ fi
 echo "== lint (fmt, clippy)"
 scripts/lint.sh
 
+echo "== the Helm chart: helm lint; deploy/ is its render"
+scripts/chart-test.sh
+
 echo "== starting kube-apiserver + etcd ($env_dir)"
 trap 'scripts/testenv.sh stop "$env_dir"' EXIT
 scripts/testenv.sh start "$env_dir"
@@ -34,6 +37,7 @@ set -e
 # One closing line for the whole workspace (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' \
   FS='[ ;]+' "$log"
+scripts/chart-test.sh "$env_dir/kubeconfig" || status=1
 scripts/testenv.sh stop "$env_dir"
 
 # The real node (kubelet, containerd, runc): about 70 s once its binaries are
