@@ -18,6 +18,7 @@ timeout_s=900
 trap 'tests/node/down.sh' EXIT
 tests/node/build.sh
 scripts/images.sh
+node_lock
 tests/node/up.sh
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # The benchmark's network config sorts before the installer's (containerd

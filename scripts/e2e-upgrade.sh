@@ -60,6 +60,7 @@ start=$(date +%s)
 scripts/images.sh
 t_new_build=$(( $(date +%s) - start ))
 tests/node/build.sh
+node_lock
 NODE_NO_INSTALL=1 tests/node/up.sh
 for tar in "$old"/images/*.tar "$repo"/target/images/*.tar; do ctr -n k8s.io images import "$tar" >/dev/null; done
 source tests/node/e2e-lib.sh

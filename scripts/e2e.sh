@@ -60,6 +60,7 @@ t0=$(date +%s)
 export NODE_IMAGES=${NODE_IMAGES:-$PWD/target/images}
 tests/node/build.sh
 scripts/images.sh
+node_lock
 tests/node/up.sh
 source tests/node/e2e-lib.sh
 echo

@@ -50,3 +50,15 @@ user_dir() {
   printf '#!/bin/sh\nexec %q --kubeconfig %q "$@"\n' "$tbin/kubectl" "$NODE_DIR/api/kubeconfig" > "$user/bin/kubectl"
   chmod +x "$user/bin/kubectl"
 }
+# node_lock: with NETENDPOINT_E2E_LOCK set (a file path), waits until no
+# other kubelet runs on this machine and takes that lock for the rest of the
+# calling script, so that two runs sharing a machine (kubelet's port is
+# fixed) take turns. Call it after the builds, right before tests/node/up.sh.
+node_lock() {
+  [ -n "${NETENDPOINT_E2E_LOCK:-}" ] || return 0
+  say "waiting for the real-node lock $NETENDPOINT_E2E_LOCK"
+  while pgrep -x kubelet >/dev/null; do sleep 5; done
+  exec 9>"$NETENDPOINT_E2E_LOCK"
+  flock 9
+  while pgrep -x kubelet >/dev/null; do sleep 5; done
+}
