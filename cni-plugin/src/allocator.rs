@@ -145,6 +145,13 @@ impl RangeSet {
         if self.capacity() <= SPREAD_ABOVE {
             return None;
         }
+        self.point(key)
+    }
+
+    /// A point of the set chosen by a hash of `key`: the same key, the same
+    /// point; different keys spread evenly. The point itself may be unusable
+    /// (a gateway, an exclusion): use it as a start of [`Self::candidates`].
+    pub fn point(&self, key: &str) -> Option<IpAddr> {
         let spans: Vec<(u128, u128)> =
             self.ranges.iter().map(|r| (to_u128(r.start), to_u128(r.end) - to_u128(r.start) + 1)).collect();
         let total = spans.iter().try_fold(0u128, |acc, (_, len)| acc.checked_add(*len))?;

@@ -7,6 +7,7 @@
 //! from that record. No path lists leases while the record is there.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use netendpoint_crd::{NetworkEndpoint, REASON_POOL_EXHAUSTED};
@@ -248,13 +249,19 @@ async fn attachment_leases<S: Store>(c: &Claiming<'_, S>, record: Record) -> Res
     ))
 }
 
+/// How long DEL and CHECK retry a transient failure (an API server
+/// restarting) before they fail with code 101. The runtime retries a failed
+/// DEL on its own schedule; holding its teardown for the whole
+/// `ipam.timeout` would only delay that.
+pub const RETRY_WINDOW: Duration = Duration::from_secs(10);
+
 /// CNI DEL: requests deletion of the attachment's leases in this pool, on
 /// this node, and returns without waiting for finalizers. Leases of other
 /// sandboxes or nodes, even with the same IP, are never touched. Missing
 /// leases are success; an unreachable API server is an error the runtime
-/// retries.
+/// retries (after [`RETRY_WINDOW`] of retries here).
 pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<()> {
-    let c = Claiming::new(store, conf, who, Deadline::after(conf.timeout));
+    let c = Claiming::new(store, conf, who, Deadline::after(conf.timeout.min(RETRY_WINDOW)));
     let record = local.record_of(&who.key.container_id, &who.key.if_name);
     let targets: Vec<(String, String)> = match attachment_leases(&c, record).await? {
         // By the record: one delete each, by name and UID, no list.
@@ -286,7 +293,7 @@ pub async fn check<S: Store>(
     local: &LocalState,
     prev: &[IpNet],
 ) -> Result<()> {
-    let c = Claiming::new(store, conf, who, Deadline::after(conf.timeout));
+    let c = Claiming::new(store, conf, who, Deadline::after(conf.timeout.min(RETRY_WINDOW)));
     let record = local.record_of(&who.key.container_id, &who.key.if_name);
     let eps = match attachment_leases(&c, record).await? {
         Found::Listed(eps) => eps,

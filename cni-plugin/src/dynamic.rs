@@ -34,6 +34,8 @@ use crate::store::{Change, Leases, PoolSummaryView, Store};
 
 /// Creates along the candidates before giving up, when no summary helps.
 pub const BLIND_PROBES: usize = 16;
+/// Of those, the ones right after the cursor; the rest are spread.
+const BLIND_SEQUENTIAL: usize = 4;
 /// Sets of at most this many addresses are read name by name when no
 /// summary helps: cheaper than waiting blind.
 pub const SCAN_AT_MOST: u128 = 64;
@@ -85,6 +87,12 @@ impl Search<'_> {
         if let Some((v, _)) = self.views.get_mut(&shard_first(ip)) {
             v.leased.set(shard_index(ip));
         }
+    }
+
+    /// Remembers a refused blind probe, so that the next round skips it.
+    fn mark_probed(&mut self, ip: IpAddr) {
+        let (v, _) = self.views.entry(shard_first(ip)).or_insert((ShardView::default(), false));
+        v.leased.set(shard_index(ip));
     }
 
     fn fresh(&self, shard: IpAddr) -> bool {
@@ -245,10 +253,9 @@ async fn from_summaries<S: Store>(
     let mut reads = 0;
     let mut full_shards: HashMap<IpAddr, bool> = HashMap::new();
     for ip in set.candidates(start).take(MAX_WALK) {
-        if s.leased(ip) {
-            continue;
-        }
         let shard = shard_first(ip);
+        // A hint (or a refused probe) is no reason to skip an address: only
+        // a summary read in this ADD is.
         if !s.fresh(shard) {
             let full = *full_shards.entry(shard).or_insert_with(|| s.pool_shows_full(shard));
             if full {
@@ -261,9 +268,9 @@ async fn from_summaries<S: Store>(
                 return Ok(None);
             }
             reads += 1;
-            if s.leased(ip) {
-                continue;
-            }
+        }
+        if s.leased(ip) {
+            continue;
         }
         // Free by a fresh summary: create; a refusal marks it and moves on.
         if let Some(ep) = c.create(&make(ip)).await? {
@@ -281,8 +288,11 @@ async fn from_summaries<S: Store>(
 const MAX_WALK: usize = 1 << 20;
 
 /// Phase 3: no summaries to go by. Creates along the candidates, at most
-/// [`BLIND_PROBES`]; a set of at most [`SCAN_AT_MOST`] addresses is read
-/// name by name instead, and what it finds free is created.
+/// [`BLIND_PROBES`]: the first few after the cursor, the rest at points
+/// spread over the set by a hash of the container and the try (a node's
+/// neighbourhood is the part most likely full, and other nodes' ADDs race
+/// there too). A set of at most [`SCAN_AT_MOST`] addresses is read name by
+/// name instead, and what it finds free is created.
 async fn by_probing<S: Store>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
@@ -294,14 +304,30 @@ async fn by_probing<S: Store>(
         return scan(c, s, start, make).await;
     }
     let from = s.probed_until.or(start);
-    let candidates: Vec<IpAddr> = set.candidates(from).filter(|ip| !s.leased(*ip)).take(BLIND_PROBES).collect();
-    for ip in candidates {
+    let mut candidates: Vec<IpAddr> = set.candidates(from).filter(|ip| !s.leased(*ip)).take(BLIND_SEQUENTIAL).collect();
+    for n in 0..BLIND_PROBES * 4 {
+        if candidates.len() >= BLIND_PROBES {
+            break;
+        }
+        let key = format!("{}/{}/{n}", c.who.key.container_id, s.refused);
+        let point = set.point(&key);
+        if let Some(ip) = set.candidates(point).next()
+            && !s.leased(ip)
+            && !candidates.contains(&ip)
+        {
+            candidates.push(ip);
+        }
+    }
+    for (i, ip) in candidates.into_iter().enumerate() {
         if let Some(ep) = c.create(&make(ip)).await? {
             info!(%ip, refused = s.refused, "claimed by probing (no summary)");
             return Ok(Some(ep));
         }
         s.refused += 1;
-        s.probed_until = Some(ip);
+        s.mark_probed(ip);
+        if i < BLIND_SEQUENTIAL {
+            s.probed_until = Some(ip);
+        }
     }
     warn!(pool = %c.conf.pool, probes = BLIND_PROBES, "no summary of the pool and every probe was taken");
     Ok(None)
@@ -619,5 +645,7 @@ fn exhaustion<S: Store>(c: &Claiming<'_, S>, s: &Search<'_>, read: &[NetworkEndp
         releasing,
         waiting_on: waiting.into_iter().collect(),
         waited: wait.waited(),
+        // A small set read name by name is counted in full.
+        blind_probes: (!s.summaries && s.set.capacity() > SCAN_AT_MOST).then_some(s.refused),
     }
 }

@@ -227,10 +227,26 @@ pub struct Exhaustion {
     pub waiting_on: Vec<(String, usize)>,
     /// How long the ADD waited for a release.
     pub waited: Duration,
+    /// Without summaries of the pool (no controller summarises it): the
+    /// creates that were refused. The figures above then count only what
+    /// the ADD saw.
+    pub blind_probes: Option<usize>,
 }
 
 impl std::fmt::Display for Exhaustion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(n) = self.blind_probes {
+            write!(
+                f,
+                "pool {:?}: no free IP found in {n} tries of {} addresses, and no summary of the pool to look \
+                 further (is netendpoint-controller running and selecting this pool?)",
+                self.pool, self.capacity
+            )?;
+            if self.waited > Duration::ZERO {
+                write!(f, "; waited {:.1}s (ipam.waitForRelease)", self.waited.as_secs_f64())?;
+            }
+            return Ok(());
+        }
         write!(
             f,
             "pool {:?} exhausted: {} of {} IPs in use, {} held by terminating endpoints",

@@ -39,7 +39,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tracing::{Instrument, debug, error, info_span, warn};
+use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::claim::{Attachment, Deadline};
 use crate::config::{CLEANUP_RESERVE, IpamConfig};
@@ -47,6 +47,7 @@ pub use crate::error::{Error, Result};
 use crate::local::LocalState;
 use crate::protocol::{AttachmentKey, CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
 use crate::store::kube::KubeStore;
+use crate::store::tally::Tally;
 use netendpoint_lease::ServerClock;
 
 /// What the binary prints on stdout, and its exit status.
@@ -160,9 +161,25 @@ async fn run_command(
     local: &LocalState,
 ) -> Result<Option<serde_json::Value>> {
     let clock = ServerClock::default();
+    let tally = Tally::default();
+    let res = bounded(command, net, conf, who, asked, local, (&clock, &tally)).await;
+    info!(requests = tally.total(), by = %tally.summary(), "API requests of this {}", command.as_str());
+    res
+}
+
+/// [`run_command`]'s work with the client's clock and request tally.
+async fn bounded(
+    command: Command,
+    net: &NetConf,
+    conf: &IpamConfig,
+    who: &Attachment,
+    asked: &commands::Asked,
+    local: &LocalState,
+    (clock, tally): (&ServerClock, &Tally),
+) -> Result<Option<serde_json::Value>> {
     let work_time = conf.timeout.saturating_sub(CLEANUP_RESERVE);
     let work = async {
-        let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
+        let store = KubeStore::new(kube_client(conf, clock.clone(), tally).await?, clock.clone());
         match command {
             Command::Add => {
                 let work = Deadline::after(work_time);
@@ -180,7 +197,9 @@ async fn run_command(
                 let now = k8s_openapi::jiff::Timestamp::now().as_second();
                 lifecycle::status(&store, conf, local, now).await.map(|()| None)
             }
-            Command::Gc => lifecycle::gc(&store, conf, net.valid_attachments.as_deref(), local).await.map(|()| None),
+            Command::Gc => {
+                lifecycle::gc(&store, conf, &who.node, net.valid_attachments.as_deref(), local).await.map(|()| None)
+            }
             Command::Version => Ok(Some(protocol::version_info())),
         }
     };
@@ -193,7 +212,7 @@ async fn run_command(
         // The work was cut off mid-ADD: whatever of this attachment it may
         // have created and not recorded is found as DEL finds it, and released.
         let cleanup = async {
-            let store = KubeStore::new(kube_client(conf, clock.clone()).await?, clock.clone());
+            let store = KubeStore::new(kube_client(conf, clock.clone(), tally).await?, clock.clone());
             commands::del(&store, conf, who, local).await
         };
         return match tokio::time::timeout(CLEANUP_RESERVE, cleanup).await {
@@ -249,7 +268,7 @@ fn truncate(s: &str) -> String {
 }
 
 /// A client for `ipam.kubeconfig` whose responses feed `clock`.
-async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Client> {
+async fn kube_client(conf: &IpamConfig, clock: ServerClock, tally: &Tally) -> Result<kube::Client> {
     let path = conf.kubeconfig.display().to_string();
     let bad = |reason: String| Error::Kubeconfig { path: path.clone(), reason };
     // Read without following a link planted as the file itself.
@@ -269,7 +288,11 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock) -> Result<kube::Clie
     cfg.read_timeout = Some(conf.timeout);
     cfg.write_timeout = Some(Duration::from_secs(30));
     let layer = netendpoint_lease::clock::date_layer(clock);
-    Ok(kube::client::ClientBuilder::try_from(cfg).map_err(|e| bad(e.to_string()))?.with_layer(&layer).build())
+    Ok(kube::client::ClientBuilder::try_from(cfg)
+        .map_err(|e| bad(e.to_string()))?
+        .with_layer(&layer)
+        .with_layer(&tally.layer())
+        .build())
 }
 
 /// Makes the file paths a kubeconfig names relative to its own directory, as

@@ -99,8 +99,10 @@ fn sightings_gc(network: &str) -> String {
 /// - The leases are found from this node's records of its attachments and
 ///   read by name: GC lists nothing. A lease whose record was lost is left
 ///   to DEL and to the controller's cleanup of leases whose Pod is gone.
-/// - Only leases whose `spec.network` is this network are considered; leases
-///   without a network (older versions) are left to DEL.
+/// - Only leases of this node (`spec.node`; a record directory shared by
+///   two node names must not let one release the other's) and whose
+///   `spec.network` is this network are considered; leases without a
+///   network (older versions) are left to DEL.
 /// - A lease is released only when an earlier GC on this node also found it
 ///   stale (same UID), and it is at least `gcGrace` old by the API server's
 ///   clock, so that an ADD that finished after the runtime took its list is
@@ -110,6 +112,7 @@ fn sightings_gc(network: &str) -> String {
 pub async fn gc<S: Store>(
     store: &S,
     conf: &IpamConfig,
+    node: &str,
     valid: Option<&[AttachmentKey]>,
     local: &LocalState,
 ) -> Result<()> {
@@ -138,6 +141,7 @@ pub async fn gc<S: Store>(
             };
             left += 1;
             let ours = ep.spec.pool == conf.pool
+                && ep.spec.node == node
                 && ep.spec.network.as_deref() == Some(conf.network.as_str())
                 && !ep.is_releasing();
             let Some(now) = store.server_now() else { continue };
@@ -232,7 +236,7 @@ mod tests {
         commands::add(&store, &y, &who("dead", "net1"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(120)).await;
         for _ in 0..3 {
-            gc(&store, &y, Some(&valid(&[("c", "net1")])), &local).await.unwrap();
+            gc(&store, &y, "n1", Some(&valid(&[("c", "net1")])), &local).await.unwrap();
         }
         let mut left = live(&store);
         left.sort();
@@ -247,20 +251,39 @@ mod tests {
         let c = conf("net", json!({}));
         commands::add(&store, &c, &who("dead", "eth0"), &local).await.unwrap();
         // The runtime took its list before this ADD finished: GC must not undo it.
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
         assert_eq!(live(&store).len(), 1, "younger than gcGrace");
         tokio::time::advance(Duration::from_secs(61)).await;
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
         assert!(live(&store).is_empty(), "old enough, and seen stale before");
         // A fresh stale lease, old enough, still needs a second sighting.
         commands::add(&store, &c, &who("dead2", "eth0"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(61)).await;
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
         assert_eq!(live(&store).len(), 1, "first sighting");
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
         assert!(live(&store).is_empty());
         assert_eq!((store.calls("list_container"), store.calls("list")), (0, 0), "GC reads by name only");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Two node names sharing one record directory (a renamed node, or a
+    /// test): GC of one never releases the other's lease.
+    #[tokio::test(start_paused = true)]
+    async fn gc_releases_only_leases_of_its_own_node() {
+        let store = MemStore::new(T0, &["n1", "n2"]);
+        let (local, dir) = scratch("nodes");
+        let c = conf("net", json!({}));
+        let mut elsewhere = who("elsewhere", "eth0");
+        elsewhere.node = "n2".into();
+        commands::add(&store, &c, &elsewhere, &local).await.unwrap();
+        commands::add(&store, &c, &who("dead", "eth0"), &local).await.unwrap();
+        tokio::time::advance(Duration::from_secs(120)).await;
+        for _ in 0..3 {
+            gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        }
+        assert_eq!(live(&store), [("elsewhere".to_string(), "eth0".to_string())]);
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -273,7 +296,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(120)).await;
         let before = store.total_calls();
         for _ in 0..3 {
-            gc(&store, &c, None, &local).await.unwrap();
+            gc(&store, &c, "n1", None, &local).await.unwrap();
         }
         assert_eq!(live(&store).len(), 1);
         assert_eq!(store.total_calls(), before, "no call at all");
@@ -287,8 +310,8 @@ mod tests {
         let c = conf("net", json!({"finalizers": ["a.example/x"]}));
         commands::add(&store, &c, &who("dead", "eth0"), &local).await.unwrap();
         tokio::time::advance(Duration::from_secs(120)).await;
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
-        gc(&store, &c, Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
+        gc(&store, &c, "n1", Some(&valid(&[])), &local).await.unwrap();
         let ep = store.objects().remove(0);
         assert!(ep.is_releasing(), "release requested");
         store.ack(ep.metadata.name.as_deref().unwrap(), "a.example/x");

@@ -984,3 +984,27 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The cell of column `column` in row `row` (0 = the first row after the
+/// header) of a `kubectl get` table: by the header's column offsets, since
+/// empty cells make whitespace splitting shift.
+pub fn table_cell(table: &str, row: usize, column: &str) -> Option<String> {
+    let mut lines = table.lines();
+    let header = lines.next()?;
+    let start = header.split_whitespace().find(|c| *c == column).and_then(|_| {
+        let mut at = 0;
+        header.split_whitespace().find_map(|c| {
+            let i = header[at..].find(c)? + at;
+            at = i + c.len();
+            (c == column).then_some(i)
+        })
+    })?;
+    // The cell runs to the next column's start; the last one to the line's end.
+    let end = header[start..].find(char::is_whitespace).map_or(usize::MAX, |e| {
+        let after = start + e;
+        header[after..].find(|ch: char| !ch.is_whitespace()).map_or(usize::MAX, |n| after + n)
+    });
+    let line = lines.nth(row)?;
+    let end = end.min(line.len());
+    Some(line.get(start.min(line.len())..end)?.trim().to_string())
+}

@@ -15,10 +15,24 @@ fn sa_user(name: &str) -> String {
     format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{name}")
 }
 
+/// `kubectl auth can-i` as ServiceAccount `sa`; a resource written
+/// `resource/subresource` is asked as `--subresource`.
 fn can_i(sa: &str, args: &[&str]) -> bool {
     let user = sa_user(sa);
     let mut full = vec!["auth", "can-i"];
-    full.extend_from_slice(args);
+    let mut sub = String::new();
+    for (i, a) in args.iter().enumerate() {
+        match a.split_once('/') {
+            Some((res, s)) if i == 1 && !a.starts_with("serviceaccounts/") => {
+                full.push(res);
+                sub = format!("--subresource={s}");
+            }
+            _ => full.push(a),
+        }
+    }
+    if !sub.is_empty() {
+        full.push(&sub);
+    }
     full.extend_from_slice(&["--as", &user]);
     let out = h::kubectl(&full);
     let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -137,11 +151,28 @@ fn service_accounts_have_least_privilege() {
         ("create", "events.events.k8s.io"),
         ("patch", "events.events.k8s.io"),
         ("get", "nodes"),
-        ("list", "nodes"),
-        // ipam.sticky (the owner) and ipam.staticIPs.podAnnotation read the ADD's own Pod.
+        // Sticky claims from Pod annotations and ipam.staticIPs.podAnnotation read the ADD's own Pod.
         ("get", "pods"),
+        // A sticky Pod asks its hold for the next incarnation.
+        ("patch", "networkendpoints.netendpoint.dev/status"),
+        // The summaries an ADD reads by name, and the pool it watches by name.
+        ("get", "networkendpointshards.netendpoint.dev"),
+        ("get", "networkendpointpools.netendpoint.dev"),
+        ("watch", "networkendpointpools.netendpoint.dev"),
+        // The waiting ADD's signal.
+        ("create", "networkendpointneeds.netendpoint.dev"),
+        ("delete", "networkendpointneeds.netendpoint.dev"),
+        // A sticky Pod's IPAMClaim, by name.
+        ("get", "ipamclaims.k8s.cni.cncf.io"),
     ] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must {verb} {res}");
+    }
+    // Invariant 11: the plugin touches nothing cluster-sized by list.
+    for res in ["nodes", "networkendpointshards.netendpoint.dev", "ipamclaims.k8s.cni.cncf.io"] {
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &["list", res, "-n", "default"]), "plugin must not list {res}");
+    }
+    for res in ["networkendpointpools.netendpoint.dev/status", "networkendpointshards.netendpoint.dev/status"] {
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &["patch", res]), "plugin must not write summaries ({res})");
     }
     // The plugin reads its own Pod by name; it never lists or watches Pods.
     for verb in ["list", "watch"] {
@@ -232,17 +263,28 @@ fn controller_service_account_has_least_privilege() {
     h::apply_deploy();
     let sa = "netendpoint-controller";
     let nep = "networkendpoints.netendpoint.dev";
-    for verb in ["get", "list", "watch", "delete", "patch"] {
+    // create: a sticky hold's next incarnation, after checking the requesting Pod.
+    for verb in ["get", "list", "watch", "create", "delete", "patch"] {
         assert!(can_i(sa, &[verb, nep]), "controller must {verb} NetworkEndpoints");
     }
     for (verb, res) in [
         ("list", "nodes"),
         ("watch", "nodes"),
+        ("get", "pods"),
         ("list", "pods"),
         ("watch", "pods"),
-        ("watch", "events"),
         ("list", "statefulsets.apps"),
         ("watch", "statefulsets.apps"),
+        ("patch", "networkendpoints.netendpoint.dev/status"),
+        ("patch", "networkendpointpools.netendpoint.dev/status"),
+        ("create", "networkendpointshards.netendpoint.dev"),
+        ("patch", "networkendpointshards.netendpoint.dev/status"),
+        ("list", "networkendpointneeds.netendpoint.dev"),
+        ("watch", "networkendpointneeds.netendpoint.dev"),
+        ("delete", "networkendpointneeds.netendpoint.dev"),
+        ("create", "ipamclaims.k8s.cni.cncf.io"),
+        ("delete", "ipamclaims.k8s.cni.cncf.io"),
+        ("patch", "ipamclaims.k8s.cni.cncf.io/status"),
     ] {
         assert!(can_i(sa, &[verb, res, "-n", "default"]), "controller must {verb} {res}");
     }
@@ -254,9 +296,13 @@ fn controller_service_account_has_least_privilege() {
         );
     }
     assert!(can_i(sa, &["watch", "configmaps", "-n", DEPLOY_NAMESPACE]));
+    // The pools parameter the admission policy reads, by server-side apply.
+    assert!(can_i(sa, &["patch", "configmaps", "-n", DEPLOY_NAMESPACE]));
     for (verb, res, ns) in [
-        ("create", nep, "default"),
         ("update", nep, "default"),
+        ("patch", "configmaps", "default"),
+        ("create", "networkendpointneeds.netendpoint.dev", "default"),
+        ("patch", "ipamclaims.k8s.cni.cncf.io", "default"),
         ("get", "secrets", DEPLOY_NAMESPACE),
         ("list", "configmaps", "default"),
         ("update", "leases.coordination.k8s.io", "kube-system"),

@@ -166,35 +166,57 @@ async fn a_full_pool_waits_for_the_release_that_is_about_to_start() {
     h::cleanup_pool(&pool).await;
 }
 
-/// ADD in a range set of more than one block, whose first blocks are taken:
-/// the probes miss, and the plugin then reads the blocks by label as a
-/// server-side Table of names, never the pool. The log records how many
-/// leases each block list saw, which is only right if the names parsed.
+/// Invariant 11 against the real server: ADD in a set whose first 79
+/// addresses are taken reads the controller's summaries by name and lists
+/// no lease; without a controller it probes by create, and lists none
+/// either. The plugin's own tally of its requests, logged per invocation,
+/// is what is checked.
 #[tokio::test]
-async fn missed_probes_read_blocks_of_names_not_the_pool() {
-    let pool = h::unique("blocks");
-    let tmp = h::TempDir::new("blocks");
-    let log = tmp.join("plugin.log");
-    // 10.83.0.0/25: usable .2 – .126 (.1 is the gateway), blocks .0/26 and .64/26.
-    let c = conf(
-        &pool,
-        json!([[{"subnet": "10.83.0.0/25"}]]),
-        json!({"dataDir": tmp.join("data"), "log": {"level": "debug", "file": log}}),
-    );
+async fn a_filled_set_is_searched_by_name_with_summaries_or_without() {
+    let tmp = h::TempDir::new("by-name");
     let api = h::endpoints().await;
-    for i in 2..=80 {
-        let ep = h::lease(&pool, &format!("10.83.0.{i}"), &format!("fill-{i}"), "node-a", &[]);
-        api.create(&Default::default(), &ep).await.unwrap();
+    let summarised = h::unique("by-name-sum");
+    let blind = h::unique("by-name-blind");
+    let ctl = h::ControllerProc::start(&h::unique("ctl-by-name"), &h::unique("ctl-by-name"), &[&summarised], &[]);
+    for pool in [&summarised, &blind] {
+        for i in 2..=80 {
+            let ep = h::lease(pool, &format!("10.83.0.{i}"), &format!("fill-{i}"), "node-a", &[]);
+            api.create(&Default::default(), &ep).await.unwrap();
+        }
     }
+    ctl.wait_leader().await;
+    let pool_objects: kube::Api<netendpoint_crd::NetworkEndpointPool> = kube::Api::all(h::client().await);
+    h::wait_for("the pool summary", Duration::from_secs(30), || async {
+        pool_objects
+            .get_opt(&summarised)
+            .await
+            .unwrap()
+            .and_then(|p| p.status)
+            .and_then(|s| s.summary)
+            .is_some_and(|s| !s.runs.is_empty())
+    })
+    .await;
 
-    let (ok, r, e) = invoke("ADD", &c, &env("after-the-fill"));
-    assert!(ok, "{e}");
-    assert_eq!(ip_of(&r).to_string(), "10.83.0.81", "the first free address in candidate order");
-    let log = std::fs::read_to_string(&log).unwrap();
-    let lists: Vec<&str> = log.lines().filter(|l| l.contains("listed one block")).collect();
-    assert_eq!(lists.len(), 2, "one list per block, two blocks: {log}");
-    assert!(lists[0].contains("leases=62") && lists[0].contains("free=0"), "block .0/26 holds .2–.63: {}", lists[0]);
-    assert!(lists[1].contains("leases=17"), "block .64/26 holds .64–.80: {}", lists[1]);
-    assert!(!log.contains("from the pool list") && log.contains("claimed from the block list"), "{log}");
-    h::cleanup_pool(&pool).await;
+    for (pool, how) in [(&summarised, "claimed from the shard summary"), (&blind, "claimed by probing (no summary)")] {
+        let log = tmp.join(&format!("{pool}.log"));
+        // 10.83.0.0/25: usable .2 – .126 (.1 is the gateway).
+        let c = conf(
+            pool,
+            json!([[{"subnet": "10.83.0.0/25"}]]),
+            json!({"dataDir": tmp.join(pool), "log": {"level": "info", "file": log}}),
+        );
+        let (ok, r, e) = invoke("ADD", &c, &env("after-the-fill"));
+        assert!(ok, "{e}");
+        let ip = ip_of(&r).to_string();
+        let log = std::fs::read_to_string(&log).unwrap();
+        assert!(log.contains(how), "{pool}: {log}");
+        let tally = log.lines().find(|l| l.contains("API requests of this ADD")).unwrap_or_else(|| panic!("{log}"));
+        assert!(!tally.contains("LIST "), "{pool}: an ADD listed: {tally}");
+        println!("{how}: {ip}; {}", tally.split_once("requests=").map_or(tally, |(_, t)| t));
+        if pool == &summarised {
+            assert_eq!(ip, "10.83.0.81", "the first free address in candidate order");
+        }
+    }
+    h::cleanup_pool(&summarised).await;
+    h::cleanup_pool(&blind).await;
 }

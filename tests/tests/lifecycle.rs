@@ -1,16 +1,16 @@
-//! Lifecycle safety against the real API server: GC (scoped to its network,
-//! on evidence seen twice) and STATUS (also through bridge and cnitool),
-//! bounded release of stuck finalizers, leases of vanished nodes, and
-//! STATUS/ADD with the CRD missing or the API server stopped.
+//! Lifecycle safety against the real API server: GC (scoped to its node and
+//! network, on evidence seen twice) and STATUS (also through bridge and
+//! cnitool), bounded release of stuck finalizers by the plugin (`crossNode:
+//! plugin`), and STATUS/ADD/DEL with the CRD missing or the API server
+//! stopped. Leases of vanished nodes are the controller's (tests/controller.rs).
 
 #![allow(clippy::unwrap_used)]
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 use netendpoint_crd::endpoint_name;
 use netendpoint_tests::{self as h, NetDir, Netns, invoke, ipam};
 use serde_json::{Value, json};
@@ -157,7 +157,11 @@ async fn stuck_finalizers_are_forced_only_when_old_and_needed() {
     // The bound leaves room for the two ADDs below to finish before it passes
     // on a loaded machine: 2 s was too short to call the release young.
     let c = |wait: &str| {
-        conf(&pool, ranges.clone(), json!({"finalizers": [AGENT], "forceReleaseAfter": "6s", "waitForRelease": wait}))
+        conf(
+            &pool,
+            ranges.clone(),
+            json!({"finalizers": [AGENT], "forceReleaseAfter": "6s", "waitForRelease": wait, "crossNode": "plugin"}),
+        )
     };
     let (_, a, _) = invoke("ADD", &c("0s"), &env("stuck-holder"));
     let stuck_ip = ip_of(&a);
@@ -211,48 +215,16 @@ async fn stuck_finalizers_are_forced_only_when_old_and_needed() {
 async fn a_waiting_add_forces_a_release_once_it_becomes_stuck() {
     let pool = h::unique("forcewait");
     let ranges = json!([[{"subnet": "10.76.0.0/29", "rangeStart": "10.76.0.2", "rangeEnd": "10.76.0.2"}]]);
-    let c = conf(&pool, ranges, json!({"finalizers": [AGENT], "forceReleaseAfter": "2s", "waitForRelease": "15s"}));
+    let c = conf(
+        &pool,
+        ranges,
+        json!({"finalizers": [AGENT], "forceReleaseAfter": "2s", "waitForRelease": "15s", "crossNode": "plugin"}),
+    );
     let (_, a, _) = invoke("ADD", &c, &env("old"));
     assert!(invoke("DEL", &c, &env("old")).0);
     let (ok, b, e) = invoke("ADD", &c, &env("new"));
     assert!(ok, "{e}");
     assert_eq!(ip_of(&a), ip_of(&b));
-    h::cleanup_pool(&pool).await;
-}
-
-#[tokio::test]
-async fn leases_of_vanished_nodes_are_reclaimed_only_after_the_grace_seen_twice() {
-    let pool = h::unique("vanish");
-    let live = h::unique("live-node");
-    let doomed = h::unique("doomed-node");
-    h::ensure_node(&live);
-    h::ensure_node(&doomed);
-    let nodes: Api<Node> = Api::all(h::client().await);
-
-    let ranges = json!([[{"subnet": "10.77.0.0/29", "rangeStart": "10.77.0.2", "rangeEnd": "10.77.0.2"}]]);
-    let gone = conf(&pool, ranges.clone(), json!({"nodeName": doomed}));
-    let data = std::env::temp_dir().join(h::unique("vanish-data"));
-    let here = conf(
-        &pool,
-        ranges,
-        json!({"nodeName": live, "waitForRelease": "1s", "vanishedNodeGrace": "3s", "dataDir": data}),
-    );
-    let (ok, a, e) = invoke("ADD", &gone, &env("orphan"));
-    assert!(ok, "{e}");
-    nodes.delete(&doomed, &DeleteParams::default()).await.unwrap();
-    // First sighting of the absent node: nothing released yet.
-    let (ok, out, _) = invoke("ADD", &here, &env("needs-ip"));
-    assert!(!ok && out["code"] == 100, "{out}");
-    let ep = h::endpoints().await.get(&endpoint_name(&pool, ip_of(&a))).await.unwrap();
-    assert_eq!(ep.spec.container_id, "orphan", "one sighting never releases a lease");
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let (ok, b, e) = invoke("ADD", &here, &env("needs-ip"));
-    assert!(ok, "absent for the grace and seen twice: reclaimed when its IP is needed: {e}");
-    assert_eq!(ip_of(&a), ip_of(&b));
-    let ep = h::endpoints().await.get(&endpoint_name(&pool, ip_of(&b))).await.unwrap();
-    assert_eq!(ep.spec.container_id, "needs-ip");
-    nodes.delete(&live, &DeleteParams::default()).await.unwrap();
-    let _ = std::fs::remove_dir_all(data);
     h::cleanup_pool(&pool).await;
 }
 

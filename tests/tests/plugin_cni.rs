@@ -206,6 +206,10 @@ async fn finalizer_gates_reuse_and_a_waiting_add_gets_the_ip() {
 #[tokio::test]
 async fn concurrent_adds_from_four_nodes_never_share_an_ip() {
     let pool = h::unique("conc");
+    // The controller summarises the pool, as deployed: without summaries an
+    // ADD probes a bounded number of addresses and may give up early.
+    let ctl = h::ControllerProc::start(&h::unique("ctl-conc"), &h::unique("ctl-conc"), &[&pool], &[]);
+    ctl.wait_leader().await;
     // One /24 with 150 usable addresses, so 50 of the 200 ADDs must fail with exhaustion.
     let ranges = json!([[{"subnet": "10.65.0.0/24", "rangeStart": "10.65.0.10", "rangeEnd": "10.65.0.159"}]]);
     let nodes = ["node-1", "node-2", "node-3", "node-4"];
@@ -243,6 +247,8 @@ async fn concurrent_adds_from_four_nodes_never_share_an_ip() {
             assert!(granted.insert(ip, cid.clone()).is_none(), "{ip} given twice");
         } else {
             assert_eq!(out["code"], 100, "{cid}: only exhaustion may fail: {out} {err}");
+            let msg = out["msg"].as_str().unwrap_or_default();
+            assert!(msg.contains("150 of 150 IPs in use"), "{cid}: exhausted only when full: {msg}");
             exhausted += 1;
         }
     }

@@ -118,11 +118,8 @@ async fn the_ips_capability_through_bridge_puts_the_requested_addresses_in_the_n
     // `kubectl get -o wide` shows the mark.
     let name = endpoint_name(&pool, "10.81.0.77".parse().unwrap());
     let wide = String::from_utf8(h::kubectl(&["get", "nep", &name, "-o", "wide"]).stdout).unwrap();
-    let mut lines = wide.lines();
-    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    let col = header.iter().position(|c| *c == "STATIC").unwrap_or_else(|| panic!("no STATIC column: {wide}"));
-    assert_eq!(row[row.len() - (header.len() - col)], "true", "{wide}");
+    let cell = h::table_cell(&wide, 0, "STATIC").unwrap_or_else(|| panic!("no STATIC column: {wide}"));
+    assert_eq!(cell, "true", "{wide}");
 
     let describe = String::from_utf8(h::kubectl(&["describe", "nep", &name]).stdout).unwrap();
     assert!(

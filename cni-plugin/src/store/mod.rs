@@ -14,6 +14,7 @@
 pub mod kube;
 #[cfg(test)]
 pub mod mem;
+pub mod tally;
 
 use std::net::IpAddr;
 use std::time::Duration;

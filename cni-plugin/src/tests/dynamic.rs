@@ -257,3 +257,23 @@ async fn with_cross_node_controller_an_add_forces_nothing_and_raises_its_need() 
     assert_eq!(store.calls("patch"), 0);
     assert!(store.events().iter().all(|(r, _)| !r.ends_with("ForcedRelease")));
 }
+
+/// A node's hint says its shard is full, but an address was freed since:
+/// the hint is no reason to skip it; the ADD reads the summary and takes it.
+#[tokio::test(start_paused = true)]
+async fn a_hint_that_shows_a_full_shard_never_hides_a_freed_address() {
+    let store = MemStore::new(T0, &["n1"]);
+    let c = conf("10.0.0.0/25", json!({"waitForRelease": "0s"}));
+    let s = Scratch::new("stale-hint");
+    let names = fill(&store, &c, "n2", &[]);
+    // The node's ADD finds the one free address through the summary, and
+    // keeps the summary, full now, as its hint.
+    store.release(&names[7]);
+    let r = add(&store, &c, &who("first"), &s.local).await.unwrap();
+    assert_eq!(netendpoint_crd::endpoint_name(&c.pool, ip_of(&r).parse().unwrap()), names[7]);
+    assert!(store.calls("shard") >= 1, "the summary was read");
+    store.release(&names[40]);
+    let r = add(&store, &c, &who("after"), &s.local).await.unwrap();
+    assert_eq!(netendpoint_crd::endpoint_name(&c.pool, ip_of(&r).parse().unwrap()), names[40]);
+    no_list(&store);
+}
