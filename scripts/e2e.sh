@@ -217,8 +217,8 @@ kc rollout status statefulset/web --timeout=120s >/dev/null || fail "statefulset
 say "web-0 and web-1 Running in $(( $(now_ms) - start )) ms"
 s_ip=$(pod_ip web-0); s_pod_uid=$(pod_uid web-0)
 read -r s_lease s_old_uid _ < <(lease_of "$s_ip")
-kc get nep "$s_lease" -o json | jq -e '.metadata.finalizers | index("netendpoint.dev/sticky-hold")' >/dev/null ||
-  fail "web-0's lease $s_lease has no sticky hold"
+s_hold=$(hold_of "$s_ip")
+[ -n "$s_hold" ] || fail "web-0's IP $s_ip has no sticky hold"
 start=$(now_ms)
 kc delete pod web-0 --wait=false >/dev/null
 new_web0() { [ "$(pod_uid web-0)" != "$s_pod_uid" ] && [ -n "$(pod_uid web-0)" ] && running web-0 && [ -n "$(pod_ip web-0)" ]; }

@@ -106,9 +106,15 @@ wait_until() { # timeout_s command... : polls every 0.2 s
   local end=$(( $(date +%s) + $1 )); shift
   until "$@"; do [ "$(date +%s)" -lt "$end" ] || return 1; sleep 0.2; done
 }
+# The endpoint (the lease of an attachment) holding an IP, not a sticky
+# hold (label netendpoint.dev/role=hold), which only keeps the IP's name for
+# a StatefulSet Pod's next incarnation.
 lease_of() { # ip -> "name uid deleting"
-  kc get nep -o json | jq -r --arg ip "$1" \
+  kc get nep -l 'netendpoint.dev/role!=hold' -o json | jq -r --arg ip "$1" \
     '.items[] | select(.spec.ip == $ip) | "\(.metadata.name) \(.metadata.uid) \(.metadata.deletionTimestamp != null)"'
+}
+hold_of() { # ip -> name of the sticky hold of that IP, if any
+  kc get nep -l netendpoint.dev/role=hold -o json | jq -r --arg ip "$1" '.items[] | select(.spec.ip == $ip) | .metadata.name'
 }
 # The leases of the scenarios' Pods (namespace default); the controller's Pods hold the others.
 lease_count() { kc get nep -l netendpoint.dev/pod-namespace=default -o json | jq '.items | length'; }
