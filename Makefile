@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd lint unit test e2e demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools build crd deploy lint audit unit test images e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -20,13 +20,26 @@ tools: deps
 build: deps
 	cargo build --workspace --bins
 
-crd:
-	cargo run -q -p netendpoint-crd --bin crdgen > deploy/crd.yaml
+# The CRDs, as crdgen prints them, into the chart, then deploy/ from it.
+crd: tools
+	cargo run -q -p netendpoint-crd --bin crdgen > deploy/helm/netendpoint/templates/crd.yaml
+	@scripts/render-deploy.sh
 
-# fmt, clippy and the dependency audit (cargo-deny, pinned, cached outside the
-# repository; deny.toml); fails under CI=true when fmt or clippy is missing.
+# deploy/ (the kustomize tree) rendered from the Helm chart
+# deploy/helm/netendpoint, its one source; make test fails when it is stale.
+deploy: tools
+	@scripts/render-deploy.sh
+
+# fmt, clippy and the dependency audit; fails under CI=true when fmt or
+# clippy is missing. `make test` runs fmt and clippy only.
 lint:
 	@scripts/lint.sh
+	@scripts/audit.sh
+
+# The dependency audit alone (deny.toml): cargo-deny, pinned, compiled once
+# into a cache outside the repository (13 to 25 min on 2 cores the first time).
+audit:
+	@scripts/audit.sh
 
 # Every test that needs no API server: the unit tests of every crate, and
 # the integration tests of every crate but netendpoint-tests (whose tests/
@@ -41,11 +54,24 @@ unit:
 test: tools build
 	@scripts/test.sh
 
-# A real node (kubelet, containerd, runc; tests/node) drives netendpoint
-# through the scenarios of docs/testing.md, "A real node". Needs root; torn
-# down on exit, pass or fail.
+# The images of deploy/ from the workspace, with no registry: static (musl)
+# binaries packed as the Containerfiles lay them out, as OCI archives in
+# target/images, with an overlay of deploy/ that uses them
+# (docs/install.md, "Build the images").
+images: deps
+	@scripts/images.sh
+
+# A real node (kubelet, containerd, runc; tests/node) with netendpoint
+# installed from `make images` through deploy/, as a user installs it, runs
+# the scenarios of docs/testing.md, "A real node". Needs root; torn down on
+# exit, pass or fail.
 e2e: tools
 	@scripts/e2e.sh
+
+# An upgrade on the real node from the release before (a fixed earlier
+# commit, built as `make images` builds this tree) to this tree; needs root.
+e2e-upgrade: tools
+	@scripts/e2e-upgrade.sh
 
 # The seed scenario on the real node, driven by kubectl, with the leases and
 # the agent's log of the reused IP printed (scenario A of `make e2e`).

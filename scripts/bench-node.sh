@@ -3,8 +3,8 @@
 # one node): N pods of a Deployment to Running, then a rollout restart, then a
 # scale to 0, with netendpoint and with host-local in the same run, in a pool
 # of exactly N IPs and in one of 2N. Figures only, no assertions. Brings the
-# node of tests/node up with the release binaries and tears it down on exit.
-# Needs root. Writes BENCHMARKS-node.md.
+# node of tests/node up with netendpoint installed from `make images` (release
+# binaries) and tears it down on exit. Needs root. Writes BENCHMARKS-node.md.
 #
 # BENCH_NODE_PODS: N (default 50, what 2 cores carry in a few minutes).
 # BENCH_NODE_RUNS: runs of the four cases, interleaved (default 2).
@@ -17,11 +17,14 @@ out=${BENCH_NODE_OUT:-BENCHMARKS-node.md}
 timeout_s=900
 trap 'tests/node/down.sh' EXIT
 tests/node/build.sh
-nice -n 19 cargo build --release -p netendpoint-cni -p netendpoint-install -p netendpoint-controller -p watcher-example --bins
-NODE_CARGO_PROFILE=release NODE_POOL_SIZE=$n tests/node/up.sh
+scripts/images.sh
+node_lock
+tests/node/up.sh
 load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
-conf=$NODE_DIR/cni/conf/10-netendpoint.conflist
-installed=$(cat "$conf")
+# The benchmark's network config sorts before the installer's (containerd
+# uses the first), which the installer would rewrite from its ConfigMap.
+conf=$NODE_DIR/cni/conf/05-bench.conflist
+installed=$(cat "$NODE_DIR/install/10-netendpoint.conflist")
 
 # The k-th address of 10.250.0.0/16.
 ipn() { echo "10.250.$(($1 / 256)).$(($1 % 256))"; }
@@ -58,7 +61,7 @@ wait_ready() { # replicas
 }
 wait_empty() {
   local end=$(( $(date +%s) + timeout_s ))
-  until [ "$(kc get pods -l app=bench -o name | wc -l)" = 0 ] && [ "$(kc get nep -o name | wc -l)" = 0 ]; do
+  until [ "$(kc get pods -l app=bench -o name | wc -l)" = 0 ] && [ "$(kc get nep -l netendpoint.dev/pool=bench -o name | wc -l)" = 0 ]; do
     [ "$(date +%s)" -lt "$end" ] || { echo "bench pods or leases did not go away" >&2; exit 1; }
     sleep 0.5
   done

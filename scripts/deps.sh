@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need and a fresh machine may lack:
-# iproute2 (network namespaces), jq, iptables and faketime from apt, and
-# rustfmt/clippy. Go and cargo
-# themselves come with the machine image.
+# iproute2 (network namespaces), jq, iptables, faketime, musl-tools and
+# binutils from apt, and rustfmt/clippy. Go and cargo themselves come with
+# the machine image.
 set -euo pipefail
 missing=()
 command -v ip >/dev/null || missing+=(iproute2)
@@ -11,6 +11,10 @@ command -v jq >/dev/null || missing+=(jq)
 command -v iptables >/dev/null || missing+=(iptables)
 # libfaketime: runs the plugin with a node clock that is off (forced-release tests).
 command -v faketime >/dev/null || missing+=(faketime)
+# musl-gcc: the static (musl) build of the images' binaries (`make images`)
+# compiles ring's C and assembly with it; readelf checks they are static.
+command -v musl-gcc >/dev/null || missing+=(musl-tools)
+command -v readelf >/dev/null || missing+=(binutils)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

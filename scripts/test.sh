@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, unit tests, then everything against the real
-# API server (started here, stopped on exit whatever happens), then the
-# scenarios on a real node.
+# The whole test suite: fmt and clippy, unit tests, then everything against
+# the real API server (started here, stopped on exit whatever happens), then
+# the scenarios on a real node. The dependency audit is `make audit` (and
+# part of `make lint`): off this path, because a fresh machine would compile
+# cargo-deny first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 env_dir="${TESTENV:-$PWD/.testenv}"
@@ -14,8 +16,11 @@ if [ "$free_gb" -lt 10 ]; then
   echo "warning: only ${free_gb} GiB free on this file system; a cold build and test run needs about 10 GiB" >&2
 fi
 
-echo "== lint"
+echo "== lint (fmt, clippy)"
 scripts/lint.sh
+
+echo "== the Helm chart: helm lint; deploy/ is its render"
+scripts/chart-test.sh
 
 echo "== starting kube-apiserver + etcd ($env_dir)"
 trap 'scripts/testenv.sh stop "$env_dir"' EXIT
@@ -32,6 +37,7 @@ set -e
 # One closing line for the whole workspace (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' \
   FS='[ ;]+' "$log"
+scripts/chart-test.sh "$env_dir/kubeconfig" || status=1
 scripts/testenv.sh stop "$env_dir"
 
 # The real node (kubelet, containerd, runc): about 70 s once its binaries are

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # start DIR | stop DIR | resume DIR: runs the real API server for tests and
 # the demo. start waits until /readyz answers and installs the NetworkEndpoint
-# CRD. resume starts a stopped server again with its etcd data, PKI and port,
-# so every kubeconfig and token issued before still works (an API server
-# restart, as the real-node scenarios need).
+# CRD; TESTENV_FLAGS adds flags of `kube-testenv serve` (e.g. --address).
+# resume starts a stopped server again with its etcd data, PKI, address, port
+# and flags, so every kubeconfig and token issued before still works (an API
+# server restart, as the real-node scenarios need).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The kubectl built with the test API server (scripts/tools.sh), as new as it.
@@ -16,6 +17,8 @@ case "$cmd" in
     mkdir -p "$dir"
     # A server that was killed leaves its ready file behind: never wait on that one.
     rm -f "$dir/ready"
+    # What resume needs to start the same server again.
+    [ -n "${TESTENV_RESUMING:-}" ] || echo "${TESTENV_FLAGS:-}" > "$dir/serve.flags"
     setsid tests/bin/kube-testenv serve --dir "$dir" ${TESTENV_FLAGS:-} >"$dir/apiserver.log" 2>&1 < /dev/null &
     if ! tests/bin/kube-testenv wait --dir "$dir" --timeout 3m; then
       tail -n 30 "$dir/apiserver.log" >&2
@@ -29,9 +32,12 @@ case "$cmd" in
     ;;
   resume)
     server=$(sed -n 's/^ *server: *//p' "$dir/kubeconfig" | head -n1)
-    port=${server##*:}
-    [ -n "$port" ] || { echo "no server in $dir/kubeconfig" >&2; exit 1; }
-    TESTENV_FLAGS="--keep-data --port $port ${TESTENV_FLAGS:-}" exec "$0" start "$dir"
+    hostport=${server#https://}
+    port=${hostport##*:} address=${hostport%:*}
+    address=${address#[} address=${address%]}
+    [ -n "$port" ] && [ -n "$address" ] || { echo "no server in $dir/kubeconfig" >&2; exit 1; }
+    TESTENV_RESUMING=1 TESTENV_FLAGS="$(cat "$dir/serve.flags" 2>/dev/null) --keep-data --address $address --port $port" \
+      exec "$0" start "$dir"
     ;;
   stop)
     pid=$(cat "$dir/pid" 2>/dev/null || true)

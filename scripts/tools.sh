@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test tooling from Go modules into tests/bin, reusing Go's build
 # and module caches: the real kube-apiserver + etcd (kube-testenv), the
-# reference CNI plugins and cnitool. Rebuilds only when go.mod/go.sum or the
-# sources changed.
+# reference CNI plugins and cnitool, and helm (which lints and renders the
+# chart). Rebuilds only when go.mod/go.sum or the sources changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=tests/bin
@@ -36,4 +36,14 @@ if [ ! -x "$bin/cni/bridge" ] || [ "$(cat "$bin/.cni-tools.stamp" 2>/dev/null)" 
     go build -trimpath -ldflags "-s -w" -o ../bin/cni/ "$p"
   done)
   echo "$want" > "$bin/.cni-tools.stamp"
+fi
+
+want=$(stamp tests/helm-tools)
+if [ ! -x "$bin/helm" ] || [ "$(cat "$bin/.helm-tools.stamp" 2>/dev/null)" != "$want" ]; then
+  helm_version=$(awk '$1=="helm.sh/helm/v4"{print $2} $1=="require" && $2=="helm.sh/helm/v4"{print $3}' tests/helm-tools/go.mod | head -n1)
+  echo "building helm $helm_version"
+  (cd tests/helm-tools && go build -trimpath -o ../bin/helm \
+    -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+    helm.sh/helm/v4/cmd/helm)
+  echo "$want" > "$bin/.helm-tools.stamp"
 fi

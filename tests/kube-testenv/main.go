@@ -1,5 +1,5 @@
 // Command kube-testenv runs a real kube-apiserver, backed by an embedded etcd,
-// on loopback for netendpoint's integration tests, demo and benchmarks.
+// on loopback (or --address) for netendpoint's integration tests, demo and benchmarks.
 //
 //	kube-testenv serve --dir DIR       run until SIGTERM/SIGINT; writes DIR/kubeconfig and DIR/ready
 //	kube-testenv wait --dir DIR        block until DIR/ready exists (or the server died)

@@ -56,9 +56,10 @@ func loadPKI(dir string) (*pkiFiles, error) {
 	return p, nil
 }
 
-// writePKI creates a throw-away CA, a serving certificate for loopback, the
-// ServiceAccount signing key pair and the static admin token file.
-func writePKI(dir string) (*pkiFiles, error) {
+// writePKI creates a throw-away CA, a serving certificate for loopback and
+// the server's address, the ServiceAccount signing key pair and the static
+// admin token file.
+func writePKI(dir string, address net.IP) (*pkiFiles, error) {
 	p := pkiPaths(dir)
 	if err := os.MkdirAll(filepath.Dir(p.caCert), 0o700); err != nil {
 		return nil, err
@@ -102,7 +103,7 @@ func writePKI(dir string) (*pkiFiles, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), address},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
 	if err != nil {

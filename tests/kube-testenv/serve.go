@@ -26,7 +26,9 @@ const adminToken = "netendpoint-testenv-admin"
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	dir := fs.String("dir", "", "state directory (certs, etcd data, kubeconfig)")
-	port := fs.Int("port", 0, "API server port on 127.0.0.1 (0 picks a free one)")
+	port := fs.Int("port", 0, "API server port (0 picks a free one)")
+	address := fs.String("address", "127.0.0.1", "address the API server listens on and advertises; it is in the serving certificate")
+	serviceCIDR := fs.String("service-cidr", "10.96.0.0/24", "Service cluster IP range; its first address is the ClusterIP of the `kubernetes` Service, which pods reach the API server by (without kube-proxy, make it the --address)")
 	keep := fs.Bool("keep-data", false, "keep etcd data and the PKI from a previous run (a restart)")
 	audit := fs.Bool("audit", false, "write an audit log of every request to DIR/audit.log")
 	_ = fs.Parse(args)
@@ -52,8 +54,12 @@ func serve(args []string) error {
 	}
 
 	started := time.Now()
+	ip := net.ParseIP(*address)
+	if ip == nil {
+		return fmt.Errorf("--address %q is not an IP address", *address)
+	}
 	if *port == 0 {
-		if *port, err = freePort(); err != nil {
+		if *port, err = freePort(*address); err != nil {
 			return err
 		}
 	}
@@ -62,7 +68,7 @@ func serve(args []string) error {
 		pki, err = loadPKI(*dir)
 	}
 	if pki == nil {
-		pki, err = writePKI(*dir)
+		pki, err = writePKI(*dir, ip)
 	}
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
@@ -74,15 +80,15 @@ func serve(args []string) error {
 	}
 	defer etcd.Close()
 
-	server := fmt.Sprintf("https://127.0.0.1:%d", *port)
+	server := "https://" + net.JoinHostPort(*address, strconv.Itoa(*port))
 	if err := writeKubeconfig(filepath.Join(*dir, "kubeconfig"), server, pki.caPEM, "admin", adminToken); err != nil {
 		return err
 	}
 
 	apiArgs := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + *address,
+		"--advertise-address=" + *address,
 		"--secure-port=" + strconv.Itoa(*port),
 		"--tls-cert-file=" + pki.servingCert,
 		"--tls-private-key-file=" + pki.servingKey,
@@ -93,7 +99,7 @@ func serve(args []string) error {
 		"--service-account-key-file=" + pki.saPub,
 		"--service-account-signing-key-file=" + pki.saKey,
 		"--api-audiences=https://kubernetes.default.svc",
-		"--service-cluster-ip-range=10.96.0.0/24",
+		"--service-cluster-ip-range=" + *serviceCIDR,
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
@@ -147,8 +153,8 @@ rules:
 - level: Metadata
 `
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(address string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -157,11 +163,11 @@ func freePort() (int, error) {
 }
 
 func startEtcd(dataDir string) (*embed.Etcd, string, error) {
-	clientPort, err := freePort()
+	clientPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return nil, "", err
 	}
-	peerPort, err := freePort()
+	peerPort, err := freePort("127.0.0.1")
 	if err != nil {
 		return nil, "", err
 	}

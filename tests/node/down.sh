@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Stops the real node started by up.sh and undoes what it did to the host, also
 # after a failure half-way: pod sandboxes (CNI DEL while the API server still
-# runs), kube-controller-manager, kube-scheduler, kubelet, the agent and
-# the controller, containerd and its shims, runc containers, mounts under
-# $NODE_DIR, the bridge, the empty /var/lib/kubelet mount point it made, and
-# the API server. Idempotent; never fails.
+# runs), kube-controller-manager, kube-scheduler, kubelet, containerd and its
+# shims, runc containers, the node's mount namespace, mounts under $NODE_DIR,
+# the bridge, the empty mount points it made on the host, and the API server.
+# Idempotent; never fails.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d "$NODE_DIR" ] || exit 0
@@ -29,8 +29,6 @@ if [ -S "$sock" ]; then
   crictl stopp $(crictl pods -q 2>/dev/null) >/dev/null 2>&1
   crictl rmp -af >/dev/null 2>&1
 fi
-stop_pid "$NODE_DIR/pids/agent"
-stop_pid "$NODE_DIR/pids/controller"
 stop_pid "$NODE_DIR/pids/containerd"
 # Shims and containers outlive containerd: stop those that belong to this node.
 for p in /proc/[0-9]*; do
@@ -44,8 +42,11 @@ if [ -d "$NODE_DIR/ctd/runc" ]; then
     "$nbin/runc" --root "$NODE_DIR/ctd/runc" delete -f "$c" >/dev/null 2>&1
   done
 fi
-# Every mount under $NODE_DIR (rootfs, netns, shm, volumes, the shared kubelet
-# root), deepest first.
+# The node's mount namespace goes with its last process.
+stop_pid "$NODE_DIR/pids/node-ns"
+stop_pid "$NODE_DIR/pids/log-keeper"
+# Every mount under $NODE_DIR left on the host (none is made there; this
+# cleans up after older layouts and half-way failures), deepest first.
 for _ in 1 2 3; do
   mounts=$(awk -v d="$NODE_DIR" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r)
   [ -n "$mounts" ] || break
@@ -57,13 +58,10 @@ if [ -e "$NODE_DIR/kubelet/made-kubepods" ]; then
     while read -r cg; do find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null; done
   rm -f "$NODE_DIR/kubelet/made-kubepods"
 fi
-if [ -e "$NODE_DIR/kubelet/made-dirs" ]; then
-  # kubelet leaves symlinks to its last pods' logs in /var/log/containers.
-  while read -r d; do
-    find "$d" -mindepth 1 -maxdepth 1 -type l -lname "$NODE_DIR/*" -delete 2>/dev/null
-    rmdir "$d" 2>/dev/null
-  done < "$NODE_DIR/kubelet/made-dirs"
-  rm -f "$NODE_DIR/kubelet/made-dirs"
+if [ -e "$NODE_DIR/made-dirs" ]; then
+  # The empty mount points up.sh made on the host, innermost first.
+  tac "$NODE_DIR/made-dirs" | while read -r d; do rmdir "$d" 2>/dev/null; done
+  rm -f "$NODE_DIR/made-dirs"
 fi
 "$repo/scripts/testenv.sh" stop "$NODE_DIR/api" >/dev/null 2>&1
 exit 0

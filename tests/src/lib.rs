@@ -416,7 +416,7 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap()
 }
 
-/// Applies `kubectl apply -k deploy/` once per test process (the namespace
+/// Applies `kubectl apply -k deploy/` and `deploy/agents.yaml` once per test process (the namespace
 /// first, since a server-side dry run cannot create objects in a namespace
 /// that does not exist yet), then waits until RBAC grants the plugin
 /// ServiceAccount its verbs.
@@ -430,6 +430,10 @@ pub fn apply_deploy() {
         let dir = root.join("deploy");
         let out = kubectl(&["apply", "-k", dir.to_str().unwrap()]);
         assert!(out.status.success(), "apply -k deploy/: {}", String::from_utf8_lossy(&out.stderr));
+        // The agents list, which users own apart from the kustomization.
+        let agents = root.join("deploy/agents.yaml");
+        let out = kubectl(&["apply", "-f", agents.to_str().unwrap()]);
+        assert!(out.status.success(), "apply deploy/agents.yaml: {}", String::from_utf8_lossy(&out.stderr));
         let sa = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{CNI_SERVICE_ACCOUNT}");
         for _ in 0..100 {
             let out = kubectl(&["auth", "can-i", "create", "networkendpoints.netendpoint.dev", "--as", &sa]);

@@ -282,6 +282,8 @@ fn controller_service_account_has_least_privilege() {
         ("list", "networkendpointneeds.netendpoint.dev"),
         ("watch", "networkendpointneeds.netendpoint.dev"),
         ("delete", "networkendpointneeds.netendpoint.dev"),
+        // Read by name before acting on a sticky hold (found missing by make e2e).
+        ("get", "ipamclaims.k8s.cni.cncf.io"),
         ("create", "ipamclaims.k8s.cni.cncf.io"),
         ("delete", "ipamclaims.k8s.cni.cncf.io"),
         ("patch", "ipamclaims.k8s.cni.cncf.io/status"),

@@ -45,7 +45,7 @@ struct Flags {
     /// Node served; only its endpoints are watched
     #[arg(long, env = "NODE_NAME", value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
     node: String,
-    /// Finalizer acknowledged [default: watcher-example.netendpoint.dev/<node>]
+    /// Finalizer acknowledged, the same on every node [default: watcher.netendpoint.dev/rules]
     #[arg(long, env = "WATCHER_FINALIZER", value_name = "NAME", value_parser = qualified_finalizer)]
     finalizer: Option<String>,
     /// Hold no finalizer (releases are not gated)
@@ -93,6 +93,12 @@ struct Flags {
     naive_ip_keyed: bool,
 }
 
+/// The finalizer of `--finalizer`'s default. It is the same on every node: the
+/// admission policy `netendpoint-agent` binds one finalizer to each agent
+/// ServiceAccount, and each node's instance acknowledges its own node's
+/// leases only.
+pub const DEFAULT_FINALIZER: &str = "watcher.netendpoint.dev/rules";
+
 /// The agent's configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -138,8 +144,7 @@ impl Config {
         T: Into<std::ffi::OsString> + Clone,
     {
         let f = Flags::try_parse_from(args)?;
-        let finalizer = (!f.no_finalizer)
-            .then(|| f.finalizer.unwrap_or_else(|| format!("watcher-example.netendpoint.dev/{}", f.node)));
+        let finalizer = (!f.no_finalizer).then(|| f.finalizer.unwrap_or_else(|| DEFAULT_FINALIZER.to_string()));
         Ok(Self {
             lazy_finalizer: f.lazy_finalizer && finalizer.is_some(),
             finalizer,
@@ -198,7 +203,7 @@ mod tests {
     #[test]
     fn defaults_and_flags() {
         let c = parse(&["--node", "node-a"]).unwrap();
-        assert_eq!(c.finalizer.as_deref(), Some("watcher-example.netendpoint.dev/node-a"));
+        assert_eq!(c.finalizer.as_deref(), Some("watcher.netendpoint.dev/rules"), "one name on every node");
         assert_eq!(c.dataplane, DataplaneKind::Linux);
         let c =
             parse(&["--node=n", "--no-finalizer", "--dataplane", "memory", "--teardown-delay", "5ms..30ms"]).unwrap();
@@ -260,7 +265,7 @@ mod tests {
         // Before clap, `--no-finalizer=true` kept the finalizer.
         assert_eq!(finalizer(&["--no-finalizer=true"]), None);
         assert_eq!(finalizer(&["--no-finalizer"]), None);
-        assert_eq!(finalizer(&["--no-finalizer=false"]).as_deref(), Some("watcher-example.netendpoint.dev/n"));
+        assert_eq!(finalizer(&["--no-finalizer=false"]).as_deref(), Some(DEFAULT_FINALIZER));
         assert_eq!(finalizer(&["--no-finalizer", "--finalizer", "a.example/x"]), None, "--no-finalizer wins");
         assert!(parse(&["--node", "n", "--no-finalizer=yes"]).is_err());
         // A boolean never takes the next argument as its value.
