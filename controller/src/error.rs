@@ -16,6 +16,13 @@ pub enum Error {
     /// Leader election could not start.
     #[error("leader election: {0}")]
     Lease(#[source] kube_lease_manager::LeaseManagerError),
+    /// The SIGTERM handler could not be installed.
+    #[error("install the SIGTERM handler: {source}")]
+    Signal {
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A listening socket could not be opened.
     #[error("listen on {addr}: {source}")]
     Listen {

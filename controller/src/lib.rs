@@ -417,7 +417,11 @@ pub async fn run(opts: Options) -> Result<()> {
         .build()
         .await
         .map_err(Error::Lease)?;
-    let (mut leader, _task) = manager.watch().await;
+    let (mut leader, lease_task) = manager.watch().await;
+    // On SIGTERM (a rollout, a drain), give the leader Lease back at once,
+    // so that a standby leads within a pass instead of a Lease duration.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| Error::Signal { source })?;
 
     stores.ready().await;
     ctl.ready.store(true, Ordering::Relaxed);
@@ -443,6 +447,13 @@ pub async fn run(opts: Options) -> Result<()> {
             _ = notify.notified() => {}
             _ = leader.changed() => {}
             _ = tokio::time::sleep(pause) => {}
+            _ = terminate.recv() => {
+                info!(identity = %opts.identity, "SIGTERM: releasing the leader Lease and stopping");
+                // Closing the channel makes the Lease's task release the Lease and end.
+                drop(leader);
+                let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+                return Ok(());
+            }
         }
         // Let a burst of watch events land before the next pass.
         tokio::time::sleep(Duration::from_millis(20)).await;

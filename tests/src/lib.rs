@@ -910,7 +910,11 @@ impl ControllerProc {
             .arg(kc)
             .args(["--identity", identity, "--lease-name", lease])
             .args(if extra.contains(&"--lease-namespace") { &[][..] } else { &["--lease-namespace", "default"][..] })
-            .args(["--lease-seconds", "3", "--lease-grace-seconds", "1"])
+            .args(if extra.contains(&"--lease-seconds") {
+                &[][..]
+            } else {
+                &["--lease-seconds", "3", "--lease-grace-seconds", "1"][..]
+            })
             .args(if extra.contains(&"--net-conf") { &[][..] } else { &["--net-conf", ""][..] })
             .args(if extra.contains(&"--pools-param") { &[][..] } else { &["--pools-param", ""][..] })
             .args(["--selector", &selector, "--listen", &format!("127.0.0.1:{port}")])
@@ -963,6 +967,18 @@ impl ControllerProc {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Asks it to stop (SIGTERM), as a rollout or a drain does, and waits
+    /// (up to 10 s) for it to end.
+    pub fn terminate(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        for _ in 0..100 {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Stops it (SIGSTOP) without ending it: a controller that falls behind.

@@ -476,3 +476,26 @@ async fn forced_release_and_reclaim_still_work_under_the_node_bound_identities()
     assert!(!ctl.log().contains("forbidden"), "{}", ctl.log());
     cleanup_pool(&pool).await;
 }
+
+/// A leader asked to stop (SIGTERM, as a rollout does) gives its Lease
+/// back: the Lease has no holder at once, and a new replica leads within
+/// seconds, not after the Lease's 15 s.
+#[tokio::test]
+async fn a_leader_that_is_stopped_gives_its_lease_back() {
+    let pool = unique("ctl-term");
+    let lease = unique("ctl-term");
+    let flags = ["--lease-seconds", "15", "--lease-grace-seconds", "5"];
+    let mut first = ControllerProc::start(&unique("ctl-term-a"), &lease, &[&pool], &flags);
+    first.wait_leader().await;
+    first.terminate();
+    let leases: Api<CoordLease> = Api::namespaced(client().await, "default");
+    let holder = leases.get(&lease).await.unwrap().spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    assert!(holder.is_empty(), "the Lease was given back: holder {holder:?}\n{}", first.log());
+    assert!(first.log().contains("releasing the leader Lease"), "{}", first.log());
+    let started = Instant::now();
+    let next = ControllerProc::start(&unique("ctl-term-b"), &lease, &[&pool], &flags);
+    next.wait_leader().await;
+    let took = started.elapsed();
+    println!("a new replica led {} ms after it started, the old leader stopped by SIGTERM", took.as_millis());
+    assert!(took < Duration::from_secs(10), "not after the Lease's expiry: {took:?}");
+}
