@@ -273,20 +273,20 @@ async fn from_summaries<S: Store>(
             }
             reads += 1;
         }
-        if s.leased(ip) {
-            continue;
-        }
-        // Free by a fresh summary: create; a refusal marks it and moves on.
+        // Free by a fresh summary: create; a refusal marks what it tried.
         // Once a refusal showed other ADDs racing for the same addresses,
         // each takes one of the next few free ones by a hash of its sandbox,
-        // so that they spread instead of all trying the same one.
-        let ip = if s.refused > 0 { spread_pick(c, s, ip) } else { ip };
-        if let Some(ep) = c.create(&make(ip)).await? {
-            info!(%ip, refused = s.refused, "claimed from the shard summary");
-            return Ok(Some(ep));
+        // so that they spread instead of all trying the same one; `ip`
+        // itself stays a candidate until it is tried or seen taken.
+        while !s.leased(ip) {
+            let target = if s.refused > 0 { spread_pick(c, s, ip) } else { ip };
+            if let Some(ep) = c.create(&make(target)).await? {
+                info!(ip = %target, refused = s.refused, "claimed from the shard summary");
+                return Ok(Some(ep));
+            }
+            s.refused += 1;
+            s.mark(target);
         }
-        s.refused += 1;
-        s.mark(ip);
     }
     Ok(None)
 }

@@ -336,3 +336,26 @@ async fn adds_that_meet_contention_spread_over_the_free_addresses() {
     assert!(refused as f64 / ok as f64 <= 2.0, "{refused} refused creates for {ok} ADDs");
     no_list(&store);
 }
+
+/// The summary shows two addresses free; one of them was taken behind its
+/// back, and a racing ADD's refusal has it spreading. Whichever address its
+/// hash picks first, the ADD still tries the other: a free address the
+/// summary shows is never skipped (no false exhaustion).
+#[tokio::test(start_paused = true)]
+async fn a_spreading_add_never_skips_a_free_address_the_summary_shows() {
+    for n in 0..20 {
+        let store = MemStore::new(T0, &["n1", "n2"]);
+        let c = conf("10.0.0.0/25", json!({"waitForRelease": "0s"}));
+        let names = fill(&store, &c, "n2", &[]);
+        // .10 and .20 free in the summary; .20 then taken behind its back.
+        store.release(&names[8]);
+        store.release(&names[18]);
+        store.summaries(SummaryMode::Behind);
+        let set = &c.range_sets[0];
+        let taken = netendpoint_lease::view::ip_from_name(&names[18]).unwrap();
+        store.insert(lease_object(&c, &who("sneaky"), set, taken));
+        let r = add(&store, &c, &who(&format!("racer-{n}")), &LocalState::none()).await;
+        let ip = ip_of(&r.unwrap_or_else(|e| panic!("racer-{n}: {e}")));
+        assert_eq!(ip, netendpoint_lease::view::ip_from_name(&names[8]).unwrap().to_string(), "racer-{n}");
+    }
+}
