@@ -213,9 +213,10 @@ async fn a_filled_set_is_searched_by_name_with_summaries_or_without() {
         let tally = log.lines().find(|l| l.contains("API requests of this ADD")).unwrap_or_else(|| panic!("{log}"));
         assert!(!tally.contains("LIST "), "{pool}: an ADD listed: {tally}");
         println!("{how}: {ip}; {}", tally.split_once("requests=").map_or(tally, |(_, t)| t));
-        if pool == &summarised {
-            assert_eq!(ip, "10.83.0.81", "the first free address in candidate order");
-        }
+        // One of the addresses the fill left free (after a refused create,
+        // among the next few free ones, by a hash of the sandbox).
+        let last: u8 = ip.rsplit('.').next().unwrap().parse().unwrap();
+        assert!((81..=126).contains(&last), "{pool}: {ip} was not free");
     }
     h::cleanup_pool(&summarised).await;
     h::cleanup_pool(&blind).await;
