@@ -26,6 +26,19 @@ fn can_i(sa: &str, args: &[&str]) -> bool {
     answer == "yes"
 }
 
+/// `can_i` for a resource the server may not serve (kubectl resolves names
+/// through discovery): a SubjectAccessReview of `verb` on `group`/`resource`.
+fn may(sa: &str, verb: &str, group: &str, resource: &str, subresource: &str) -> bool {
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": sa_user(sa), "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{DEPLOY_NAMESPACE}")],
+                 "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": subresource, "namespace": "default"}},
+    });
+    let out = h::kubectl_input(&["create", "-f", "-", "-o", "json"], &review.to_string());
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["status"]["allowed"] == true
+}
+
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -96,6 +109,10 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
         "clusterrolebinding/netendpoint-watcher-example",
         "daemonset/netendpoint-installer",
         "daemonset/netendpoint-watcher-example",
+        "configmap/netendpoint-pools",
+        "validatingadmissionpolicy/netendpoint-lease-range",
+        "validatingadmissionpolicy/netendpoint-controller",
+        "validatingadmissionpolicy/netendpoint-need",
     ] {
         let out = h::kubectl(&["get", "-n", DEPLOY_NAMESPACE, obj, "-o", "name"]);
         assert!(out.status.success(), "{obj}: {}", stderr(&out));
@@ -131,21 +148,40 @@ fn service_accounts_have_least_privilege() {
     for verb in ["get", "list", "watch", "create", "delete", "patch"] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, nep]), "plugin must {verb} NetworkEndpoints");
     }
-    for (verb, res) in [
-        ("create", "events"),
-        ("patch", "events"),
-        ("create", "events.events.k8s.io"),
-        ("patch", "events.events.k8s.io"),
-        ("get", "nodes"),
-        ("list", "nodes"),
-        // ipam.sticky (the owner) and ipam.staticIPs.podAnnotation read the ADD's own Pod.
-        ("get", "pods"),
-    ] {
+    assert!(can_i(CNI_SERVICE_ACCOUNT, &["patch", nep, "--subresource=status"]), "plugin asks holds for incarnations");
+    for verb in ["create", "patch", "delete"] {
+        assert!(
+            can_i(CNI_SERVICE_ACCOUNT, &[verb, "networkendpointneeds.netendpoint.dev"]),
+            "plugin must {verb} needs"
+        );
+    }
+    for res in ["networkendpointpools.netendpoint.dev", "networkendpointshards.netendpoint.dev"] {
+        for verb in ["get", "watch"] {
+            assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res]), "plugin must {verb} {res}");
+        }
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &["patch", res]), "plugin must not patch {res}");
+    }
+    assert!(may(CNI_SERVICE_ACCOUNT, "get", "k8s.cni.cncf.io", "ipamclaims", ""), "plugin must get IPAMClaims");
+    assert!(
+        !may(CNI_SERVICE_ACCOUNT, "update", "k8s.cni.cncf.io", "ipamclaims", ""),
+        "plugin must not write IPAMClaims"
+    );
+    for (verb, res) in [("create", "events.events.k8s.io"), ("get", "nodes")] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must {verb} {res}");
     }
-    // The plugin reads its own Pod by name; it never lists or watches Pods.
-    for verb in ["list", "watch"] {
-        assert!(!can_i(CNI_SERVICE_ACCOUNT, &[verb, "pods", "-n", "default"]), "plugin must not {verb} pods");
+    // Pods only through deploy/optional/rbac-cni-pod-reader.yaml; no Node
+    // list (the controller reclaims vanished nodes' leases); Events only
+    // through events.k8s.io; needs are never read back.
+    for (verb, res) in [
+        ("get", "pods"),
+        ("list", "pods"),
+        ("watch", "pods"),
+        ("list", "nodes"),
+        ("create", "events"),
+        ("get", "networkendpointneeds.netendpoint.dev"),
+        ("list", "networkendpointneeds.netendpoint.dev"),
+    ] {
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must not {verb} {res}");
     }
     for verb in ["get", "list", "watch", "patch"] {
         assert!(can_i(WATCHER_SERVICE_ACCOUNT, &[verb, nep]), "watcher must {verb} NetworkEndpoints");
@@ -200,7 +236,8 @@ fn service_accounts_have_least_privilege() {
 
     // Every identity of deploy/ that may write leases (patch and update count
     // alike) is held by an admission policy: the plugin by netendpoint-plugin,
-    // an agent by netendpoint-agent through its entry in the agents ConfigMap.
+    // the controller by netendpoint-controller, an agent by netendpoint-agent
+    // through its entry in the agents ConfigMap.
     let agents = h::kubectl(&["get", "configmap", "netendpoint-agents", "-n", DEPLOY_NAMESPACE, "-o", "json"]);
     let agents: serde_json::Value = serde_json::from_slice(&agents.stdout).unwrap();
     let sas =
@@ -212,8 +249,8 @@ fn service_accounts_have_least_privilege() {
             writers.push(sa.to_string());
             let registered = agents["data"].get(format!("{DEPLOY_NAMESPACE}.{sa}")).is_some();
             // The controller is the one cluster-wide writer by design (cross-node
-            // reclaim and forced release); the CRD rules and the lease-integrity
-            // policy, which hold every caller, still keep spec and labels fixed.
+            // reclaim, the end of releases, incarnations of holds), held to
+            // those writes by its own policy.
             let cluster_side = sa == "netendpoint-controller";
             assert!(
                 sa == CNI_SERVICE_ACCOUNT || cluster_side || registered,
@@ -232,20 +269,31 @@ fn controller_service_account_has_least_privilege() {
     h::apply_deploy();
     let sa = "netendpoint-controller";
     let nep = "networkendpoints.netendpoint.dev";
-    for verb in ["get", "list", "watch", "delete", "patch"] {
+    for verb in ["get", "list", "watch", "create", "delete", "patch"] {
         assert!(can_i(sa, &[verb, nep]), "controller must {verb} NetworkEndpoints");
     }
+    assert!(can_i(sa, &["patch", nep, "--subresource=status"]), "controller writes holds' status");
     for (verb, res) in [
+        ("list", "networkendpointneeds.netendpoint.dev"),
+        ("watch", "networkendpointneeds.netendpoint.dev"),
+        ("create", "networkendpointshards.netendpoint.dev"),
+        ("patch", "networkendpointshards.netendpoint.dev"),
+        ("create", "networkendpointpools.netendpoint.dev"),
         ("list", "nodes"),
         ("watch", "nodes"),
         ("list", "pods"),
         ("watch", "pods"),
-        ("watch", "events"),
         ("list", "statefulsets.apps"),
         ("watch", "statefulsets.apps"),
     ] {
         assert!(can_i(sa, &[verb, res, "-n", "default"]), "controller must {verb} {res}");
     }
+    for verb in ["list", "watch", "create", "delete"] {
+        assert!(may(sa, verb, "k8s.cni.cncf.io", "ipamclaims", ""), "controller must {verb} IPAMClaims");
+    }
+    assert!(may(sa, "patch", "k8s.cni.cncf.io", "ipamclaims", "status"), "controller writes the claims' status");
+    assert!(!may(sa, "patch", "k8s.cni.cncf.io", "ipamclaims", ""), "controller never changes a claim's spec");
+    assert!(can_i(sa, &["patch", "networkendpointshards.netendpoint.dev", "--subresource=status"]));
     assert!(can_i(sa, &["create", "events.events.k8s.io", "-n", "default"]));
     for verb in ["get", "create", "update"] {
         assert!(
@@ -254,18 +302,85 @@ fn controller_service_account_has_least_privilege() {
         );
     }
     assert!(can_i(sa, &["watch", "configmaps", "-n", DEPLOY_NAMESPACE]));
+    // The ranges the policy netendpoint-lease-range reads: that ConfigMap only.
+    assert!(can_i(sa, &["patch", "configmaps/netendpoint-pools", "-n", DEPLOY_NAMESPACE]));
     for (verb, res, ns) in [
-        ("create", nep, "default"),
         ("update", nep, "default"),
         ("get", "secrets", DEPLOY_NAMESPACE),
         ("list", "configmaps", "default"),
+        ("patch", "configmaps/netendpoint-agents", DEPLOY_NAMESPACE),
+        ("patch", "configmaps/netendpoint-net-conf", DEPLOY_NAMESPACE),
         ("update", "leases.coordination.k8s.io", "kube-system"),
         ("delete", "pods", "default"),
         ("update", "nodes", "default"),
         ("patch", "statefulsets.apps", "default"),
+        // A need is a node's signal: the controller reads it and writes none.
+        ("create", "networkendpointneeds.netendpoint.dev", "default"),
+        ("patch", "networkendpointneeds.netendpoint.dev", "default"),
+        // IPNeeded Events are no signal any more: nobody's Events are read.
+        ("list", "events", "default"),
+        ("watch", "events", "default"),
     ] {
         assert!(!can_i(sa, &[verb, res, "-n", ns]), "controller must not {verb} {res} in {ns}");
     }
+}
+
+/// Finding 1: the controller's token may end any release and delete any
+/// live lease (a vanished node's, a gone Pod's: decisions that rest on its
+/// reads, which no policy can check), so it runs where a compromised worker
+/// node cannot take it. Its metrics serve on loopback only, and no Service
+/// exposes them.
+#[test]
+fn the_controller_runs_on_the_control_plane_with_its_metrics_on_loopback() {
+    h::apply_deploy();
+    let out = h::kubectl(&["get", "deploy", "netendpoint-controller", "-n", DEPLOY_NAMESPACE, "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deploy: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pod = &deploy["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"node-role.kubernetes.io/control-plane": ""}), "{pod}");
+    let tolerations = pod["tolerations"].as_array().unwrap();
+    assert_eq!(
+        tolerations.as_slice(),
+        [json!({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"})],
+        "it tolerates the control plane's taint and nothing else"
+    );
+    assert!(pod["affinity"]["nodeAffinity"].is_null(), "no affinity widens the selector: {pod}");
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--listen=127.0.0.1:9090"), "metrics on loopback: {args:?}");
+    assert!(args.contains(&"--probe-listen=0.0.0.0:9091"), "probes on their own port: {args:?}");
+    let ports: Vec<i64> =
+        container["ports"].as_array().unwrap().iter().map(|p| p["containerPort"].as_i64().unwrap()).collect();
+    assert_eq!(ports, [9091], "only the probe port is declared");
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "probes", "{probe}");
+    }
+    // No Service in deploy/ selects it (its metrics are for port-forward or an authenticating proxy).
+    let built = h::kubectl(&["kustomize", h::repo_root().join("deploy").to_str().unwrap()]);
+    let yaml = String::from_utf8_lossy(&built.stdout).into_owned();
+    assert!(!yaml.contains("kind: Service\n"), "deploy/ defines a Service");
+}
+
+/// The Pod reader of deploy/optional/ is no part of the base install, and
+/// grants the plugin `get` on Pods and nothing else.
+#[test]
+fn the_pod_reader_is_optional_and_grants_get_only() {
+    let deploy = h::repo_root().join("deploy");
+    let built = h::kubectl(&["kustomize", deploy.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    assert!(!String::from_utf8_lossy(&built.stdout).contains("netendpoint-cni-pod-reader"));
+    let file = deploy.join("optional/rbac-cni-pod-reader.yaml");
+    let dry = h::kubectl(&["apply", "--dry-run=server", "-f", file.to_str().unwrap(), "-o", "json"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let list: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let role = items.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    assert_eq!(role["rules"], json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
+    let binding = items.iter().find(|o| o["kind"] == "ClusterRoleBinding").unwrap();
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": CNI_SERVICE_ACCOUNT, "namespace": DEPLOY_NAMESPACE}])
+    );
 }
 
 fn assert_forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
@@ -286,6 +401,7 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     let node = h::unique("rbac-node");
     h::node_bound_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &node, &kc);
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.1.0/29"}]]));
+    let _ranges = h::register_pool(&pool, &["10.77.1.0/29"]);
     ipam["kubeconfig"] = json!(kc);
     h::ensure_node(&node);
     ipam["nodeName"] = json!(node);
@@ -528,6 +644,7 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
 
     let pool = h::unique("e2e");
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.3.0/29"}]]));
+    let _ranges = h::register_pool(&pool, &["10.77.3.0/29"]);
     ipam["kubeconfig"] = json!(plugin_kc);
     h::ensure_node(&node);
     ipam["nodeName"] = json!(node);
