@@ -123,38 +123,34 @@ pub fn built_bin(override_var: &str, name: &str) -> PathBuf {
     p
 }
 
-/// A lease object for `ip` in `pool`, named as the plugin names it, for tests that write leases directly.
+/// A lease object for `ip` in `pool`, named and labelled as the plugin
+/// names and labels it (every mirrored label, `netendpoint_lease::labels`),
+/// for tests that write leases directly.
 pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&str]) -> NetworkEndpoint {
     use netendpoint_crd::{NetworkEndpointSpec, PodRef};
+    let spec = NetworkEndpointSpec {
+        pool: pool.into(),
+        ip: ip.into(),
+        prefix_length: 24,
+        gateway: None,
+        if_name: "eth0".into(),
+        container_id: container.into(),
+        node: node.into(),
+        pod: Some(PodRef { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() }),
+        network: Some(pool.into()),
+        force_release_after: None,
+        static_ip: None,
+        ..Default::default()
+    };
     NetworkEndpoint {
         metadata: kube::api::ObjectMeta {
             name: Some(netendpoint_crd::endpoint_name(pool, ip.parse().unwrap())),
-            // The labels the plugin sets that its lookups select on: pool, node, block.
-            labels: Some(
-                [
-                    (netendpoint_crd::LABEL_POOL.to_string(), netendpoint_crd::label_value(pool)),
-                    (netendpoint_crd::LABEL_NODE.to_string(), netendpoint_crd::label_value(node)),
-                    (netendpoint_crd::LABEL_BLOCK.to_string(), netendpoint_crd::block_label_value(ip.parse().unwrap())),
-                ]
-                .into(),
-            ),
+            labels: Some(netendpoint_lease::labels::of(&spec)),
+            annotations: netendpoint_lease::labels::annotations_of(&spec),
             finalizers: Some(finalizers.iter().map(|f| f.to_string()).collect()),
             ..Default::default()
         },
-        spec: NetworkEndpointSpec {
-            pool: pool.into(),
-            ip: ip.into(),
-            prefix_length: 24,
-            gateway: None,
-            if_name: "eth0".into(),
-            container_id: container.into(),
-            node: node.into(),
-            pod: Some(PodRef { namespace: "default".into(), name: "web-0".into(), uid: "u1".into() }),
-            network: Some(pool.into()),
-            force_release_after: None,
-            static_ip: None,
-            ..Default::default()
-        },
+        spec,
         status: None,
     }
 }
@@ -416,6 +412,13 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(bin).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap()
 }
 
+/// The manifests [`apply_deploy`] applies: deploy/, or the directory in
+/// `NETENDPOINT_DEPLOY_DIR` (the `policy-mutants` tool points it at a copy
+/// with one rule weakened).
+pub fn deploy_dir() -> PathBuf {
+    std::env::var_os("NETENDPOINT_DEPLOY_DIR").map_or_else(|| repo_root().join("deploy"), PathBuf::from)
+}
+
 /// Applies `kubectl apply -k deploy/` and `deploy/agents.yaml` once per test process (the namespace
 /// first, since a server-side dry run cannot create objects in a namespace
 /// that does not exist yet), then waits until RBAC grants the plugin
@@ -423,15 +426,14 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
 pub fn apply_deploy() {
     static APPLIED: std::sync::Once = std::sync::Once::new();
     APPLIED.call_once(|| {
-        let root = repo_root();
-        let ns = root.join("deploy/namespace.yaml");
+        let dir = deploy_dir();
+        let ns = dir.join("namespace.yaml");
         let out = kubectl(&["apply", "-f", ns.to_str().unwrap()]);
         assert!(out.status.success(), "apply namespace: {}", String::from_utf8_lossy(&out.stderr));
-        let dir = root.join("deploy");
         let out = kubectl(&["apply", "-k", dir.to_str().unwrap()]);
         assert!(out.status.success(), "apply -k deploy/: {}", String::from_utf8_lossy(&out.stderr));
         // The agents list, which users own apart from the kustomization.
-        let agents = root.join("deploy/agents.yaml");
+        let agents = dir.join("agents.yaml");
         let out = kubectl(&["apply", "-f", agents.to_str().unwrap()]);
         assert!(out.status.success(), "apply deploy/agents.yaml: {}", String::from_utf8_lossy(&out.stderr));
         let sa = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{CNI_SERVICE_ACCOUNT}");
@@ -449,38 +451,213 @@ pub fn apply_deploy() {
 
 static POLICIES: std::sync::Once = std::sync::Once::new();
 
+/// `kubectl` (admin) with `input` on stdin.
+pub fn kubectl_input(args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(repo_root().join("tests/bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A group that RBAC lets create leases and needs, and that is no identity
+/// of deploy/: the harness probes with it the policies that hold every
+/// caller but a cluster administrator.
+const PROBE_GROUP: &str = "netendpoint:policy-probe";
+/// The pool of the probes, registered with [`PROBE_RANGE`].
+const PROBE_POOL: &str = "policy-probe";
+const PROBE_RANGE: &str = "10.0.0.0/24";
+
 /// Waits until the API server enforces each admission policy of deploy/:
-/// a server-side dry run that each one must refuse is refused by it.
+/// a server-side dry run that each one, and only that one, must refuse is
+/// refused by it.
 fn wait_for_admission_policies() {
-    let probe = |policy: &str, as_user: Option<&str>, labels: &str| -> bool {
-        let manifest = format!(
-            "{{\"apiVersion\":\"netendpoint.dev/v1alpha1\",\"kind\":\"NetworkEndpoint\",\"metadata\":{{\"name\":\"policy-probe.10.0.0.1\",\"labels\":{labels}}},\"spec\":{{\"pool\":\"policy-probe\",\"ip\":\"10.0.0.1\",\"prefixLength\":24,\"ifName\":\"eth0\",\"containerID\":\"probe\",\"node\":\"probe\"}}}}"
-        );
-        let mut cmd = Command::new(repo_root().join("tests/bin/kubectl"));
-        cmd.arg("--kubeconfig").arg(kubeconfig()).args(["create", "--dry-run=server", "-f", "-"]);
-        if let Some(user) = as_user {
-            cmd.args(["--as", user, "--as-group", "system:masters"]);
+    let rbac = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "netendpoint-policy-probe"},
+         "rules": [{"apiGroups": ["netendpoint.dev"], "resources": ["networkendpoints", "networkendpointneeds"],
+                    "verbs": ["create"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "netendpoint-policy-probe"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "netendpoint-policy-probe"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": PROBE_GROUP}]}]})
+    .to_string();
+    let out = kubectl_input(&["apply", "-f", "-"], &rbac);
+    assert!(out.status.success(), "probe RBAC: {}", String::from_utf8_lossy(&out.stderr));
+    set_pool_ranges(PROBE_POOL, Some(PROBE_RANGE));
+
+    let manifest = |ip: &str, finalizers: &[&str], drift: bool| {
+        let mut ep = lease(PROBE_POOL, ip, "probe", "probe", finalizers);
+        if drift {
+            ep.metadata.labels.get_or_insert_default().insert(netendpoint_crd::LABEL_NODE.into(), "elsewhere".into());
         }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(manifest.as_bytes()).unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
+        serde_json::to_string(&ep).unwrap()
+    };
+    let need = serde_json::json!({
+        "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointNeed",
+        "metadata": {"name": format!("{PROBE_POOL}.probe")},
+        "spec": {"pool": PROBE_POOL, "node": "probe", "pod": {"namespace": "default", "name": "p"}, "waitSeconds": 1},
+    })
+    .to_string();
+    let sa = |name: &str| format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{name}");
+    let masters = ["--as-group", "system:masters"];
+    let prober = ["--as", "policy-probe", "--as-group", PROBE_GROUP];
+    let probes: Vec<(&str, Vec<String>, String)> = vec![
+        ("netendpoint-lease-integrity", vec![], manifest("10.0.0.1", &[], true)),
+        (
+            "netendpoint-plugin",
+            [&["--as", &sa(CNI_SERVICE_ACCOUNT)][..], &masters].concat().iter().map(|a| a.to_string()).collect(),
+            manifest("10.0.0.1", &[], false),
+        ),
+        (
+            "netendpoint-controller",
+            [&["--as", &sa("netendpoint-controller")][..], &masters].concat().iter().map(|a| a.to_string()).collect(),
+            manifest("10.0.0.1", &[], false),
+        ),
+        (
+            "netendpoint-agent",
+            [&["--as", &sa("policy-probe")][..], &masters].concat().iter().map(|a| a.to_string()).collect(),
+            manifest("10.0.0.1", &[], false),
+        ),
+        (
+            "netendpoint-lease-create",
+            prober.iter().map(|a| a.to_string()).collect(),
+            manifest("10.0.0.1", &["netendpoint.dev/probe"], false),
+        ),
+        ("netendpoint-lease-range", prober.iter().map(|a| a.to_string()).collect(), manifest("10.0.1.1", &[], false)),
+        ("netendpoint-need", prober.iter().map(|a| a.to_string()).collect(), need),
+    ];
+    let refused_by = |policy: &str, as_user: &[String], manifest: &str| -> bool {
+        let mut args = vec!["create", "--dry-run=server", "-f", "-"];
+        args.extend(as_user.iter().map(String::as_str));
+        let out = kubectl_input(&args, manifest);
         String::from_utf8_lossy(&out.stderr).contains(&format!("ValidatingAdmissionPolicy '{policy}'"))
     };
-    let plugin = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{CNI_SERVICE_ACCOUNT}");
-    let stranger = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:policy-probe");
-    for _ in 0..300 {
-        if probe("netendpoint-lease-integrity", None, "{\"netendpoint.dev/node\":\"elsewhere\"}")
-            && probe("netendpoint-plugin", Some(&plugin), "{}")
-            && probe("netendpoint-agent", Some(&stranger), "{}")
-        {
+    let warn_only = std::env::var_os("NETENDPOINT_POLICY_PROBE").is_some_and(|v| v == "warn");
+    let mut pending: Vec<_> = probes.iter().collect();
+    for _ in 0..if warn_only { 50 } else { 300 } {
+        pending.retain(|(policy, as_user, manifest)| !refused_by(policy, as_user, manifest));
+        if pending.is_empty() {
             return;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("the admission policies of deploy/ did not take effect");
+    let names: Vec<_> = pending.iter().map(|p| p.0).collect();
+    // A deliberately weakened rule may be the one a probe relies on.
+    if warn_only {
+        eprintln!("warning: the admission policies of deploy/ did not all refuse their probe: {names:?}");
+        return;
+    }
+    panic!("the admission policies of deploy/ did not take effect: {names:?}");
+}
+
+// ---- the pools' ranges (ConfigMap netendpoint-pools) ----
+
+/// The ConfigMap that the admission policy `netendpoint-lease-range` reads
+/// the pools' ranges from (deploy/admission-policies.yaml).
+pub const POOLS_CONFIGMAP: &str = "netendpoint-pools";
+
+/// Sets (`Some`) or removes (`None`) the ranges of `pool` in
+/// [`POOLS_CONFIGMAP`]: a JSON merge patch of that one key, so concurrent
+/// tests never overwrite each other's pools.
+pub fn set_pool_ranges(pool: &str, ranges: Option<&str>) {
+    let patch = serde_json::json!({"data": {pool: ranges}}).to_string();
+    let out =
+        kubectl(&["patch", "configmap", POOLS_CONFIGMAP, "-n", DEPLOY_NAMESPACE, "--type", "merge", "-p", &patch]);
+    assert!(out.status.success(), "set the ranges of pool {pool}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The `prefix` of a name made by [`unique`], and the process part.
+fn unique_prefix(name: &str) -> Option<(&str, &str)> {
+    let mut parts = name.rsplitn(4, '-');
+    let (n, t, pid) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(n) && digits(t) && digits(pid)).then(|| parts.next().map(|prefix| (prefix, pid))).flatten()
+}
+
+/// Lines of the agents ConfigMap `netendpoint-agents` (deploy/), each
+/// `<namespace>.<serviceaccount>: <finalizer>`, set until dropped: one JSON
+/// merge patch of their keys, so concurrent tests never overwrite each
+/// other's lines. The policy `netendpoint-lease-create` lets a lease be
+/// created only with the finalizers of these lines.
+#[must_use = "the lines are removed again when dropped"]
+pub struct AgentLines(Vec<String>);
+
+impl AgentLines {
+    /// Sets `lines` (key, finalizer).
+    pub fn set(lines: &[(&str, &str)]) -> Self {
+        let data: serde_json::Map<_, _> = lines.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect();
+        patch_agents(&serde_json::json!({"data": data}));
+        Self(lines.iter().map(|(k, _)| k.to_string()).collect())
+    }
+
+    /// Registers `finalizer` for a ServiceAccount that exists only in name,
+    /// so that leases may carry it (tests whose finalizer no agent removes).
+    pub fn finalizer(finalizer: &str) -> Self {
+        let key = format!("netendpoint-tests.{}", unique("agent"));
+        Self::set(&[(&key, finalizer)])
+    }
+}
+
+impl Drop for AgentLines {
+    fn drop(&mut self) {
+        let data: serde_json::Map<_, _> = self.0.iter().map(|k| (k.clone(), serde_json::Value::Null)).collect();
+        patch_agents(&serde_json::json!({"data": data}));
+    }
+}
+
+fn patch_agents(patch: &serde_json::Value) {
+    let out = kubectl(&[
+        "patch",
+        "configmap",
+        "netendpoint-agents",
+        "-n",
+        DEPLOY_NAMESPACE,
+        "--type",
+        "merge",
+        "-p",
+        &patch.to_string(),
+    ]);
+    assert!(out.status.success(), "patch the agents ConfigMap: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The ranges of a pool, registered as netendpoint-controller registers
+/// them from the network config, until dropped.
+#[must_use = "the ranges are removed again when the registration is dropped"]
+pub struct PoolRegistration(String);
+
+impl Drop for PoolRegistration {
+    fn drop(&mut self) {
+        set_pool_ranges(&self.0, None);
+    }
+}
+
+/// Registers `cidrs` (an entry starting with `!` excludes) as the ranges of
+/// `pool` in [`POOLS_CONFIGMAP`], as netendpoint-controller would render
+/// them from the network config, so that identities other than an
+/// administrator may lease there (deploy/ must be applied). Pools must not
+/// overlap: concurrent tests register distinct ranges, and a pool that an
+/// earlier test process left behind (same [`unique`] prefix, another
+/// process) is removed first.
+pub fn register_pool(pool: &str, cidrs: &[&str]) -> PoolRegistration {
+    if let Some((prefix, pid)) = unique_prefix(pool) {
+        let out = kubectl(&["get", "configmap", POOLS_CONFIGMAP, "-n", DEPLOY_NAMESPACE, "-o", "json"]);
+        let cm: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        for stale in cm["data"].as_object().into_iter().flat_map(|d| d.keys()) {
+            if unique_prefix(stale).is_some_and(|(p, other)| p == prefix && other != pid) {
+                set_pool_ranges(stale, None);
+            }
+        }
+    }
+    set_pool_ranges(pool, Some(&cidrs.join(",")));
+    PoolRegistration(pool.to_string())
 }
 
 /// Mints a token for ServiceAccount `ns/name` with the TokenRequest API and

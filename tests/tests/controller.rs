@@ -418,6 +418,9 @@ async fn forced_release_and_reclaim_still_work_under_the_node_bound_identities()
     sa_kubeconfig(DEPLOY_NAMESPACE, "netendpoint-controller", &ctl_kc, None);
 
     let pool = unique("ctl-e2e");
+    // Under the deployed policies, a lease carries registered finalizers only, in its pool's ranges.
+    let _ranges = netendpoint_tests::register_pool(&pool, &["10.86.0.0/29"]);
+    let _agent = netendpoint_tests::AgentLines::finalizer(FIN);
     let conf = net_conf(
         &pool,
         serde_json::json!([[{"subnet": "10.86.0.0/29", "rangeStart": "10.86.0.2", "rangeEnd": "10.86.0.3"}]]),

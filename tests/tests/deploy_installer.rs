@@ -107,7 +107,11 @@ fn plugin_add_del(kubeconfig: &Path) -> (bool, serde_json::Value, String) {
 /// ADD then DEL on `node` with `kubeconfig`; returns the ADD's (ok, stdout, stderr).
 fn plugin_add_del_on(kubeconfig: &Path, node: &str) -> (bool, serde_json::Value, String) {
     let pool = h::unique("deploy-inst");
-    let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.78.0.0/28"}]]));
+    // A range of its own: tests run at once, and pools may not overlap.
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    let subnet = format!("10.78.0.{}/28", 16 * (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 16));
+    let mut ipam = h::ipam(&pool, json!([[{"subnet": subnet}]]));
+    let _ranges = h::register_pool(&pool, &[&subnet]);
     ipam["kubeconfig"] = json!(kubeconfig);
     h::ensure_node(node);
     ipam["nodeName"] = json!(node);

@@ -16,14 +16,15 @@ fn sa_user(name: &str) -> String {
 }
 
 /// `kubectl auth can-i` as ServiceAccount `sa`; a resource written
-/// `resource/subresource` is asked as `--subresource`.
+/// `resource/status` is asked as `--subresource=status` (any other
+/// `type/name` is kubectl's own form, a named object).
 fn can_i(sa: &str, args: &[&str]) -> bool {
     let user = sa_user(sa);
     let mut full = vec!["auth", "can-i"];
     let mut sub = String::new();
     for (i, a) in args.iter().enumerate() {
         match a.split_once('/') {
-            Some((res, s)) if i == 1 && !a.starts_with("serviceaccounts/") => {
+            Some((res, s)) if i == 1 && s == "status" => {
                 full.push(res);
                 sub = format!("--subresource={s}");
             }
@@ -38,6 +39,19 @@ fn can_i(sa: &str, args: &[&str]) -> bool {
     let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(answer == "yes" || answer == "no", "can-i {args:?}: {answer} {}", String::from_utf8_lossy(&out.stderr));
     answer == "yes"
+}
+
+/// `can_i` for a resource the server may not serve (kubectl resolves names
+/// through discovery): a SubjectAccessReview of `verb` on `group`/`resource`.
+fn may(sa: &str, verb: &str, group: &str, resource: &str, subresource: &str) -> bool {
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": sa_user(sa), "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{DEPLOY_NAMESPACE}")],
+                 "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "subresource": subresource, "namespace": "default"}},
+    });
+    let out = h::kubectl_input(&["create", "-f", "-", "-o", "json"], &review.to_string());
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["status"]["allowed"] == true
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -110,6 +124,10 @@ fn kustomization_applies_with_server_dry_run_then_for_real() {
         "clusterrolebinding/netendpoint-watcher-example",
         "daemonset/netendpoint-installer",
         "daemonset/netendpoint-watcher-example",
+        "configmap/netendpoint-pools",
+        "validatingadmissionpolicy/netendpoint-lease-range",
+        "validatingadmissionpolicy/netendpoint-controller",
+        "validatingadmissionpolicy/netendpoint-need",
     ] {
         let out = h::kubectl(&["get", "-n", DEPLOY_NAMESPACE, obj, "-o", "name"]);
         assert!(out.status.success(), "{obj}: {}", stderr(&out));
@@ -145,38 +163,40 @@ fn service_accounts_have_least_privilege() {
     for verb in ["get", "list", "watch", "create", "delete", "patch"] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, nep]), "plugin must {verb} NetworkEndpoints");
     }
-    for (verb, res) in [
-        ("create", "events"),
-        ("patch", "events"),
-        ("create", "events.events.k8s.io"),
-        ("patch", "events.events.k8s.io"),
-        ("get", "nodes"),
-        // Sticky claims from Pod annotations and ipam.staticIPs.podAnnotation read the ADD's own Pod.
-        ("get", "pods"),
-        // A sticky Pod asks its hold for the next incarnation.
-        ("patch", "networkendpoints.netendpoint.dev/status"),
-        // The summaries an ADD reads by name, and the pool it watches by name.
-        ("get", "networkendpointshards.netendpoint.dev"),
-        ("get", "networkendpointpools.netendpoint.dev"),
-        ("watch", "networkendpointpools.netendpoint.dev"),
-        // The waiting ADD's signal.
-        ("create", "networkendpointneeds.netendpoint.dev"),
-        ("delete", "networkendpointneeds.netendpoint.dev"),
-        // A sticky Pod's IPAMClaim, by name.
-        ("get", "ipamclaims.k8s.cni.cncf.io"),
-    ] {
+    assert!(can_i(CNI_SERVICE_ACCOUNT, &["patch", nep, "--subresource=status"]), "plugin asks holds for incarnations");
+    for verb in ["create", "patch", "delete"] {
+        assert!(
+            can_i(CNI_SERVICE_ACCOUNT, &[verb, "networkendpointneeds.netendpoint.dev"]),
+            "plugin must {verb} needs"
+        );
+    }
+    for res in ["networkendpointpools.netendpoint.dev", "networkendpointshards.netendpoint.dev"] {
+        for verb in ["get", "watch"] {
+            assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res]), "plugin must {verb} {res}");
+        }
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &["patch", res]), "plugin must not patch {res}");
+    }
+    assert!(may(CNI_SERVICE_ACCOUNT, "get", "k8s.cni.cncf.io", "ipamclaims", ""), "plugin must get IPAMClaims");
+    assert!(
+        !may(CNI_SERVICE_ACCOUNT, "update", "k8s.cni.cncf.io", "ipamclaims", ""),
+        "plugin must not write IPAMClaims"
+    );
+    for (verb, res) in [("create", "events.events.k8s.io"), ("get", "nodes")] {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must {verb} {res}");
     }
-    // Invariant 11: the plugin touches nothing cluster-sized by list.
-    for res in ["nodes", "networkendpointshards.netendpoint.dev", "ipamclaims.k8s.cni.cncf.io"] {
-        assert!(!can_i(CNI_SERVICE_ACCOUNT, &["list", res, "-n", "default"]), "plugin must not list {res}");
-    }
-    for res in ["networkendpointpools.netendpoint.dev/status", "networkendpointshards.netendpoint.dev/status"] {
-        assert!(!can_i(CNI_SERVICE_ACCOUNT, &["patch", res]), "plugin must not write summaries ({res})");
-    }
-    // The plugin reads its own Pod by name; it never lists or watches Pods.
-    for verb in ["list", "watch"] {
-        assert!(!can_i(CNI_SERVICE_ACCOUNT, &[verb, "pods", "-n", "default"]), "plugin must not {verb} pods");
+    // Pods only through deploy/optional/rbac-cni-pod-reader.yaml; no Node
+    // list (the controller reclaims vanished nodes' leases); Events only
+    // through events.k8s.io; needs are never read back.
+    for (verb, res) in [
+        ("get", "pods"),
+        ("list", "pods"),
+        ("watch", "pods"),
+        ("list", "nodes"),
+        ("create", "events"),
+        ("get", "networkendpointneeds.netendpoint.dev"),
+        ("list", "networkendpointneeds.netendpoint.dev"),
+    ] {
+        assert!(!can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must not {verb} {res}");
     }
     for verb in ["get", "list", "watch", "patch"] {
         assert!(can_i(WATCHER_SERVICE_ACCOUNT, &[verb, nep]), "watcher must {verb} NetworkEndpoints");
@@ -231,7 +251,8 @@ fn service_accounts_have_least_privilege() {
 
     // Every identity of deploy/ that may write leases (patch and update count
     // alike) is held by an admission policy: the plugin by netendpoint-plugin,
-    // an agent by netendpoint-agent through its entry in the agents ConfigMap.
+    // the controller by netendpoint-controller, an agent by netendpoint-agent
+    // through its entry in the agents ConfigMap.
     let agents = h::kubectl(&["get", "configmap", "netendpoint-agents", "-n", DEPLOY_NAMESPACE, "-o", "json"]);
     let agents: serde_json::Value = serde_json::from_slice(&agents.stdout).unwrap();
     let sas =
@@ -243,8 +264,8 @@ fn service_accounts_have_least_privilege() {
             writers.push(sa.to_string());
             let registered = agents["data"].get(format!("{DEPLOY_NAMESPACE}.{sa}")).is_some();
             // The controller is the one cluster-wide writer by design (cross-node
-            // reclaim and forced release); the CRD rules and the lease-integrity
-            // policy, which hold every caller, still keep spec and labels fixed.
+            // reclaim, the end of releases, incarnations of holds), held to
+            // those writes by its own policy.
             let cluster_side = sa == "netendpoint-controller";
             assert!(
                 sa == CNI_SERVICE_ACCOUNT || cluster_side || registered,
@@ -267,7 +288,13 @@ fn controller_service_account_has_least_privilege() {
     for verb in ["get", "list", "watch", "create", "delete", "patch"] {
         assert!(can_i(sa, &[verb, nep]), "controller must {verb} NetworkEndpoints");
     }
+    assert!(can_i(sa, &["patch", nep, "--subresource=status"]), "controller writes holds' status");
     for (verb, res) in [
+        ("list", "networkendpointneeds.netendpoint.dev"),
+        ("watch", "networkendpointneeds.netendpoint.dev"),
+        ("create", "networkendpointshards.netendpoint.dev"),
+        ("patch", "networkendpointshards.netendpoint.dev"),
+        ("create", "networkendpointpools.netendpoint.dev"),
         ("list", "nodes"),
         ("watch", "nodes"),
         ("get", "pods"),
@@ -290,6 +317,12 @@ fn controller_service_account_has_least_privilege() {
     ] {
         assert!(can_i(sa, &[verb, res, "-n", "default"]), "controller must {verb} {res}");
     }
+    for verb in ["list", "watch", "create", "delete"] {
+        assert!(may(sa, verb, "k8s.cni.cncf.io", "ipamclaims", ""), "controller must {verb} IPAMClaims");
+    }
+    assert!(may(sa, "patch", "k8s.cni.cncf.io", "ipamclaims", "status"), "controller writes the claims' status");
+    assert!(!may(sa, "patch", "k8s.cni.cncf.io", "ipamclaims", ""), "controller never changes a claim's spec");
+    assert!(can_i(sa, &["patch", "networkendpointshards.netendpoint.dev", "--subresource=status"]));
     assert!(can_i(sa, &["create", "events.events.k8s.io", "-n", "default"]));
     for verb in ["get", "create", "update"] {
         assert!(
@@ -298,8 +331,8 @@ fn controller_service_account_has_least_privilege() {
         );
     }
     assert!(can_i(sa, &["watch", "configmaps", "-n", DEPLOY_NAMESPACE]));
-    // The pools parameter the admission policy reads, by server-side apply.
-    assert!(can_i(sa, &["patch", "configmaps", "-n", DEPLOY_NAMESPACE]));
+    // The ranges the policy netendpoint-lease-range reads: that ConfigMap only.
+    assert!(can_i(sa, &["patch", "configmaps/netendpoint-pools", "-n", DEPLOY_NAMESPACE]));
     for (verb, res, ns) in [
         ("update", nep, "default"),
         ("patch", "configmaps", "default"),
@@ -307,13 +340,84 @@ fn controller_service_account_has_least_privilege() {
         ("patch", "ipamclaims.k8s.cni.cncf.io", "default"),
         ("get", "secrets", DEPLOY_NAMESPACE),
         ("list", "configmaps", "default"),
+        ("patch", "configmaps/netendpoint-agents", DEPLOY_NAMESPACE),
+        ("patch", "configmaps/netendpoint-net-conf", DEPLOY_NAMESPACE),
         ("update", "leases.coordination.k8s.io", "kube-system"),
         ("delete", "pods", "default"),
         ("update", "nodes", "default"),
         ("patch", "statefulsets.apps", "default"),
+        // A need is a node's signal: the controller reads it and writes none.
+        ("create", "networkendpointneeds.netendpoint.dev", "default"),
+        ("patch", "networkendpointneeds.netendpoint.dev", "default"),
+        // IPNeeded Events are no signal any more: nobody's Events are read.
+        ("list", "events", "default"),
+        ("watch", "events", "default"),
     ] {
         assert!(!can_i(sa, &[verb, res, "-n", ns]), "controller must not {verb} {res} in {ns}");
     }
+}
+
+/// Finding 1: the controller's token may end any release and delete any
+/// live lease (a vanished node's, a gone Pod's: decisions that rest on its
+/// reads, which no policy can check), so it runs where a compromised worker
+/// node cannot take it. Its metrics serve on loopback only, and no Service
+/// exposes them.
+#[test]
+fn the_controller_runs_on_the_control_plane_with_its_metrics_on_loopback() {
+    h::apply_deploy();
+    let out = h::kubectl(&["get", "deploy", "netendpoint-controller", "-n", DEPLOY_NAMESPACE, "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deploy: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pod = &deploy["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"node-role.kubernetes.io/control-plane": ""}), "{pod}");
+    let tolerations = pod["tolerations"].as_array().unwrap();
+    assert_eq!(
+        tolerations.as_slice(),
+        [json!({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"})],
+        "it tolerates the control plane's taint and nothing else"
+    );
+    assert!(pod["affinity"]["nodeAffinity"].is_null(), "no affinity widens the selector: {pod}");
+    // In the node's network namespace: it writes the ranges every lease is
+    // checked against, so it must not need a lease to start.
+    assert_eq!(pod["hostNetwork"], true, "{pod}");
+    let container = &pod["containers"][0];
+    let env = |name: &str| {
+        container["env"].as_array().unwrap().iter().find(|e| e["name"] == name).map(|e| e["value"].clone())
+    };
+    assert_eq!(env("NETENDPOINT_CONTROLLER_LISTEN"), Some(json!("127.0.0.1:9466")), "metrics on loopback");
+    assert_eq!(env("NETENDPOINT_CONTROLLER_PROBE_LISTEN"), Some(json!("0.0.0.0:9467")), "probes on their own port");
+    let ports: Vec<i64> =
+        container["ports"].as_array().unwrap().iter().map(|p| p["containerPort"].as_i64().unwrap()).collect();
+    assert_eq!(ports, [9467], "only the probe port is declared");
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "probes", "{probe}");
+    }
+    // No Service in deploy/ selects it (its metrics are for port-forward or an authenticating proxy).
+    let built = h::kubectl(&["kustomize", h::repo_root().join("deploy").to_str().unwrap()]);
+    let yaml = String::from_utf8_lossy(&built.stdout).into_owned();
+    assert!(!yaml.contains("kind: Service\n"), "deploy/ defines a Service");
+}
+
+/// The Pod reader of deploy/optional/ is no part of the base install, and
+/// grants the plugin `get` on Pods and nothing else.
+#[test]
+fn the_pod_reader_is_optional_and_grants_get_only() {
+    let deploy = h::repo_root().join("deploy");
+    let built = h::kubectl(&["kustomize", deploy.to_str().unwrap()]);
+    assert!(built.status.success(), "{}", stderr(&built));
+    assert!(!String::from_utf8_lossy(&built.stdout).contains("netendpoint-cni-pod-reader"));
+    let file = deploy.join("optional/rbac-cni-pod-reader.yaml");
+    let dry = h::kubectl(&["apply", "--dry-run=server", "-f", file.to_str().unwrap(), "-o", "json"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let list: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let role = items.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    assert_eq!(role["rules"], json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
+    let binding = items.iter().find(|o| o["kind"] == "ClusterRoleBinding").unwrap();
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": CNI_SERVICE_ACCOUNT, "namespace": DEPLOY_NAMESPACE}])
+    );
 }
 
 fn assert_forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
@@ -334,6 +438,7 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     let node = h::unique("rbac-node");
     h::node_bound_kubeconfig(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT, &node, &kc);
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.1.0/29"}]]));
+    let _ranges = h::register_pool(&pool, &["10.77.1.0/29"]);
     ipam["kubeconfig"] = json!(kc);
     h::ensure_node(&node);
     ipam["nodeName"] = json!(node);
@@ -576,6 +681,7 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
 
     let pool = h::unique("e2e");
     let mut ipam = h::ipam(&pool, json!([[{"subnet": "10.77.3.0/29"}]]));
+    let _ranges = h::register_pool(&pool, &["10.77.3.0/29"]);
     ipam["kubeconfig"] = json!(plugin_kc);
     h::ensure_node(&node);
     ipam["nodeName"] = json!(node);

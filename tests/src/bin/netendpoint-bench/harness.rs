@@ -108,6 +108,19 @@ pub(crate) fn run_many_then(
     make: &(dyn Fn(usize) -> Invocation + Sync),
     then: &(dyn Fn(usize, &str) + Sync),
 ) -> (Stats, Vec<String>) {
+    let (lat, failures, wall) = run_many_timed(n, concurrency, make, then);
+    (Stats::of(lat, failures.len(), wall), failures)
+}
+
+/// Runs `n` invocations, `concurrency` at a time, calling `then` with the
+/// stdout of each that succeeded; returns the latencies of those, the
+/// outputs of those that failed, and the wall time.
+pub(crate) fn run_many_timed(
+    n: usize,
+    concurrency: usize,
+    make: &(dyn Fn(usize) -> Invocation + Sync),
+    then: &(dyn Fn(usize, &str) + Sync),
+) -> (Vec<Duration>, Vec<String>, Duration) {
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(Vec::with_capacity(n));
     let failures = Mutex::new(Vec::new());
@@ -131,9 +144,7 @@ pub(crate) fn run_many_then(
             });
         }
     });
-    let wall = wall.elapsed();
-    let failures = failures.into_inner().unwrap();
-    (Stats::of(lat.into_inner().unwrap(), failures.len(), wall), failures)
+    (lat.into_inner().unwrap(), failures.into_inner().unwrap(), wall.elapsed())
 }
 
 impl Ctx {

@@ -25,7 +25,7 @@
 //!
 //! `BENCH_ONLY=case,case` runs only those cases (latency, requests, full24,
 //! scale, reuse, replace, exclude, status, nodes, footprint, controller,
-//! stopped, sticky, fanout, churn, large),
+//! stopped, sticky, fanout, admission, churn, large),
 //! prints the report and writes no file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,8 +37,8 @@ mod report;
 mod server;
 
 use cases::{
-    at_once, churn, controller, exclude, fanout, footprint, large, latency, lean, nodes, replace, requests, reuse,
-    scale, status, sticky, stopped,
+    admission, at_once, churn, controller, exclude, fanout, footprint, large, latency, lean, nodes, replace, requests,
+    reuse, scale, status, sticky, stopped,
 };
 use prelude::*;
 use report::*;
@@ -116,6 +116,7 @@ fn main() {
                 "stopped" => stopped::bench_controller_stopped(&ctx, &mut report),
                 "sticky" => sticky::bench_sticky(&ctx, &mut report),
                 "fanout" => fanout::bench_fanout(&ctx, &mut report),
+                "admission" => admission::bench_admission(&ctx, &mut report),
                 "large" => large::bench_large_pool(&ctx, &mut report),
                 other => panic!("BENCH_ONLY: unknown case {other:?}"),
             });
@@ -142,6 +143,7 @@ fn main() {
     ctx.timed("stopped", || stopped::bench_controller_stopped(&ctx, &mut report));
     ctx.timed("sticky", || sticky::bench_sticky(&ctx, &mut report));
     ctx.timed("fanout", || fanout::bench_fanout(&ctx, &mut report));
+    ctx.timed("admission", || admission::bench_admission(&ctx, &mut report));
     if ctx.quick {
         ctx.timed("churn", || churn::bench_churn_small(&ctx, &mut report));
     } else {

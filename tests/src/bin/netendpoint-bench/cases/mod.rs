@@ -1,5 +1,6 @@
 //! The cases, one module each.
 
+pub(crate) mod admission;
 pub(crate) mod at_once;
 pub(crate) mod churn;
 pub(crate) mod controller;
