@@ -247,12 +247,26 @@ impl<'a, S: Leases> Claiming<'a, S> {
     pub async fn roll_back(self) -> Result<()> {
         let mut errors = Vec::new();
         for ep in &self.created {
-            warn!(
-                lease = ep.metadata.name.as_deref().unwrap_or_default(),
-                "ADD failed after claiming: releasing the claim"
-            );
             let (name, uid) =
                 (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default());
+            // A hold that got its first incarnation meanwhile is the claim's
+            // now: its incarnation is rolled back, the hold left to the
+            // controller (and the admission policy refuses the plugin a
+            // delete of it).
+            if ep.is_hold() {
+                match self.retrying("read the hold", || self.store.get(&name)).await {
+                    Ok(Some(now)) if now.status.as_ref().and_then(|s| s.incarnation).is_some() => {
+                        info!(hold = %name, "ADD failed after its hold's first incarnation: the hold stays the claim's");
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        errors.push(e);
+                        continue;
+                    }
+                }
+            }
+            warn!(lease = %name, "ADD failed after claiming: releasing the claim");
             if let Err(e) = self.retrying("roll back", || self.store.delete(&name, &uid)).await {
                 errors.push(e);
             }

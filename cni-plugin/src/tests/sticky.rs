@@ -339,3 +339,29 @@ async fn a_statefulset_pod_is_never_answered_before_its_old_endpoint_is_gone() {
     let e = add(&*store, &c, &web0(&store, "s2", "u2", "n2"), &LocalState::none()).await.unwrap_err();
     assert_eq!(e.code(), 11, "{e}");
 }
+
+/// A dual-stack claim whose second family finds no address after the first
+/// family's hold got its first incarnation: the ADD fails, its incarnation
+/// is rolled back, and the hold stays the claim's (a plugin may not delete
+/// a hold that has an incarnation; the controller ends holds).
+#[tokio::test(start_paused = true)]
+async fn a_failed_add_rolls_back_its_incarnation_and_leaves_a_hold_that_got_one() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let _controller = store.spawn_controller();
+    claim(&store);
+    let c = conf(
+        "10.0.0.0/29",
+        json!({"ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/125"}]],
+               "finalizers": [FIN], "sticky": {"waitForOld": "5s"}, "waitForRelease": "0s"}),
+    );
+    // The IPv6 set is full.
+    let v6 = crate::config::IpamConfig { range_sets: vec![c.range_sets[1].clone()], ..c.clone() };
+    fill(&store, &v6, "n2", &[]);
+    let e = add(&*store, &c, &web0(&store, "s1", "u1", "n1"), &LocalState::none()).await.unwrap_err();
+    assert_eq!(e.code(), 100, "{e}");
+    let hold = store.objects().into_iter().find(|ep| ep.is_hold() && ep.spec.ip.starts_with("10.")).expect("the hold");
+    assert!(!hold.is_releasing(), "the hold stays the claim's");
+    let ip = hold.spec.ip.clone();
+    let first = store.object(&format!("p.{ip}-1"));
+    assert!(first.is_none_or(|ep| ep.is_releasing()), "its incarnation is rolled back");
+}
