@@ -16,10 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/node/lib.sh
 pods=3
-# The controller's two Pods take two IPs of the pool too (the pod network
-# is netendpoint's); the Deployment of the scenarios fills the rest.
-controller_pods=2
-export NODE_POOL_SIZE=$((pods + controller_pods))
+# The controller uses the node's network (hostNetwork) and takes no IP: the
+# Deployment of the scenarios fills the pool.
+export NODE_POOL_SIZE=$pods
 fail() { echo "E2E FAILED: $*" >&2; exit 1; }
 want() { [[ ",${E2E_SCENARIOS:-H,A,B,R,C,S,K,O,L,G,D,X}," == *",$1,"* ]]; }
 results=()
@@ -64,7 +63,7 @@ node_lock
 tests/node/up.sh
 source tests/node/e2e-lib.sh
 echo
-say "== scenario A (seed): Deployment app, $pods replicas, fills the pool of $NODE_POOL_SIZE IPs with the controller's $controller_pods Pods; kubectl delete pod of one"
+say "== scenario A (seed): Deployment app, $pods replicas, fills the pool of $NODE_POOL_SIZE IPs; kubectl delete pod of one"
 start=$(now_ms)
 deployment app $pods
 kc rollout status deployment/app --timeout=120s >/dev/null || fail "deployment app not rolled out"
@@ -127,7 +126,7 @@ if want B; then
 echo
 say "== scenario B: with the pool full the node stays Ready (containerd calls CNI STATUS for kubelet's runtime status polls)"
 full=$(live_leases)
-[ "$full" = "$NODE_POOL_SIZE" ] || fail "expected $NODE_POOL_SIZE live leases (a full pool: $pods of app, $controller_pods of the controller), found $full"
+[ "$full" = "$NODE_POOL_SIZE" ] || fail "expected $NODE_POOL_SIZE live leases (a full pool: $pods of app), found $full"
 status_before=$(grep -c 'command="STATUS"\|command=STATUS' "$NODE_DIR/logs/plugin.log" || true)
 for _ in $(seq 1 10); do
   [ "$(node_ready)" = True ] || fail "node Ready=$(node_ready) with a full pool"
@@ -272,8 +271,13 @@ subjects: [{kind: ServiceAccount, name: e2e-agent, namespace: default}]
 YAML
 "$tbin/kube-testenv" sa-kubeconfig --dir "$NODE_DIR/api" --namespace default --name e2e-agent \
   --bound-node "$NODE_NAME" --out "$NODE_DIR/install/e2e-agent.kubeconfig"
-k_lease=$(kc get nep -o jsonpath='{.items[0].metadata.name}')
-[ -n "$k_lease" ] || fail "no lease to try the agent's patch on"
+# A lease to try the patch on: the earlier scenarios' workloads are gone,
+# and the controller takes none (hostNetwork).
+deployment kagent 1
+kc rollout status deployment/kagent --timeout=120s >/dev/null || fail "deployment kagent not rolled out"
+k_lease=$(kc get nep -l netendpoint.dev/pod-namespace=default -o json |
+  jq -r '[.items[] | select(.spec.pod.name | startswith("kagent-"))][0].metadata.name // empty')
+[ -n "$k_lease" ] || fail "no lease of kagent to try the agent's patch on"
 agent_add() {
   "$tbin/kubectl" --kubeconfig "$NODE_DIR/install/e2e-agent.kubeconfig" patch nep "$k_lease" --type json --dry-run=server \
     -p '[{"op":"add","path":"/metadata/finalizers/-","value":"e2e.example.com/agent"}]' 2>&1
@@ -285,6 +289,7 @@ kns patch configmap netendpoint-agents --type merge -p '{"data":{"default.e2e-ag
 wait_until 30 refused_unlisted || fail "the agent's patch was not refused once its line was removed: $(agent_add)"
 kc delete clusterrolebinding e2e-agent >/dev/null; kc delete clusterrole e2e-agent >/dev/null
 kc -n default delete serviceaccount e2e-agent >/dev/null
+kc delete deployment kagent --wait=false >/dev/null
 say "after kubectl apply -k deploy/ and kubectl apply -f deploy/agents.yaml the user's line default.e2e-agent was still there; its agent's patch was admitted, and refused once the line was removed"
 result "K agents list: a line added with kubectl patch survived kubectl apply -k deploy/ and kubectl apply -f deploy/agents.yaml; the admission policy admitted that agent's finalizer patch, and refused it once the line was removed"
 fi

@@ -380,6 +380,14 @@ fn the_controller_runs_on_the_control_plane_with_its_metrics_on_loopback() {
     // In the node's network namespace: it writes the ranges every lease is
     // checked against, so it must not need a lease to start.
     assert_eq!(pod["hostNetwork"], true, "{pod}");
+    // Its node's ports: two replicas never share a node, and an update
+    // stops an old Pod before its successor needs the same ports (else a
+    // one-control-plane cluster never finishes a rollout).
+    let anti = &pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(anti["topologyKey"], "kubernetes.io/hostname", "{pod}");
+    assert_eq!(anti["labelSelector"]["matchLabels"]["app.kubernetes.io/name"], "netendpoint-controller");
+    assert_eq!(deploy["spec"]["strategy"]["rollingUpdate"]["maxSurge"], 0, "{deploy}");
+    assert_eq!(deploy["spec"]["replicas"], 1, "one replica fits a cluster with one control-plane node");
     let container = &pod["containers"][0];
     let env = |name: &str| {
         container["env"].as_array().unwrap().iter().find(|e| e["name"] == name).map(|e| e["value"].clone())
