@@ -400,8 +400,14 @@ async fn scan<S: Store>(
 }
 
 /// The releases in progress this ADD knows of in its set: from the shards
-/// it read, and from up to two more the pool summary shows releases in.
+/// it read, and from up to two more the pool summary shows releases in. A
+/// set of at most [`SCAN_AT_MOST`] addresses gives every address instead,
+/// for the wait to read by name: the summaries are written at most every
+/// 250 ms, and a release that began since would wait for the next write.
 async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<Vec<IpAddr>> {
+    if s.set.capacity() <= SCAN_AT_MOST {
+        return Ok(s.set.candidates(None).collect());
+    }
     if s.summaries
         && let Some(pool) = &s.pool
     {
@@ -450,7 +456,8 @@ async fn wait_for_release<S: Store>(
         let releases = releases_in_progress(c, s).await?;
         // Read the releases: their state (stuck or not), their finalizers, a resourceVersion to watch from.
         let mut read: Vec<NetworkEndpoint> = Vec::new();
-        for ip in releases.iter().take(WATCHED_RELEASES * 2) {
+        let reads = if s.set.capacity() <= SCAN_AT_MOST { releases.len() } else { WATCHED_RELEASES * 2 };
+        for ip in releases.iter().take(reads) {
             let name = endpoint_name(&c.conf.pool, *ip);
             match c.retrying("read a release", || c.store.get(&name)).await? {
                 None => {

@@ -153,6 +153,33 @@ async fn a_small_full_pool_without_a_controller_reads_names_and_waits() {
     no_list(&store);
 }
 
+/// The summaries are written at most every 250 ms: a small set's wait reads
+/// its names, so a release the summary does not show yet is found and
+/// watched by name, and the ADD gets the address as soon as the agent
+/// acknowledges, not at the controller's next write (which never comes here).
+#[tokio::test(start_paused = true)]
+async fn a_small_full_pools_wait_finds_a_release_the_summary_does_not_show_yet() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "8s"}));
+    let names = fill(&store, &c, "n1", &[FIN]);
+    store.summaries(SummaryMode::Behind);
+    store.release(&names[2]);
+    let agent = store.clone();
+    let victim = names[2].clone();
+    let ack = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        agent.ack(&victim, FIN);
+    });
+    let started = tokio::time::Instant::now();
+    let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
+    ack.await.unwrap();
+    assert_eq!(ip_of(&r), "10.0.0.4");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "not before the agent's ack");
+    assert!(waited < Duration::from_millis(400), "as soon as the release ended, not later: {waited:?}");
+    no_list(&store);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_pool_waits_for_a_release_that_has_not_begun_yet() {
     let store = Arc::new(MemStore::new(T0, &["n1"]));
