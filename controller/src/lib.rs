@@ -442,7 +442,9 @@ pub async fn run(opts: Options) -> Result<()> {
         ctl.metrics.set_leader(is_leader);
         let decision =
             pass(&ctl, &stores, &settings, &mut term, is_leader, pool_status.as_mut(), pools_param.as_ref()).await;
-        let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.min(IDLE_PASS));
+        // Never a pass at once again: a timer due now (a failed write, a
+        // grace that ends) waits for the summaries' own interval.
+        let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.clamp(summary::MIN_INTERVAL, IDLE_PASS));
         tokio::select! {
             _ = notify.notified() => {}
             _ = leader.changed() => {}

@@ -157,12 +157,27 @@ impl SummaryWriter {
                 self.shards.insert((pool, first), (view, at));
             }
         }
+        // Pools that lost their last lease (and are in no network config)
+        // are written empty once, then no longer confirmed.
+        for (pool, (counts, t)) in &self.pools {
+            if !wanted.pools.contains_key(pool) && !counts.is_empty() && due(Some(*t), true, false) {
+                pool_writes.push((pool.clone(), PoolCounts::new()));
+            }
+        }
         for (pool, counts) in pool_writes {
             if self.write_pool(client, &pool, &counts, now).await {
                 self.pools.insert(pool, (counts, at));
             }
         }
-        let confirm_in = self.pools.values().map(|(_, t)| CONFIRM_EVERY.saturating_sub(at.duration_since(*t))).min();
+        // Only the pools still wanted are confirmed: a gone pool's last
+        // write would be due at once on every pass, for ever (a busy loop
+        // of whole passes that cost 0.9 of a core at 118,000 leases).
+        let confirm_in = wanted
+            .pools
+            .keys()
+            .filter_map(|p| self.pools.get(p))
+            .map(|(_, t)| CONFIRM_EVERY.saturating_sub(at.duration_since(*t)))
+            .min();
         match (later, confirm_in) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
