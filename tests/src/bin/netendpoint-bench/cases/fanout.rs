@@ -1,5 +1,5 @@
 //! The watch events a release sends to agents: 64 node agents, each
-//! watching its own node's leases, as docs/agent-protocol.md asks.
+//! watching its own node's leases, as the watcher-example README asks.
 
 use crate::prelude::*;
 
