@@ -63,6 +63,13 @@ pub const REPORTING_CONTROLLER: &str = "netendpoint-controller";
 /// The longest pause between two passes when nothing changes.
 const IDLE_PASS: Duration = Duration::from_secs(30);
 
+/// The pause before the next pass. Never a pass at once again: a timer due
+/// now (a failed write, a grace that ends) waits for the summaries' own
+/// interval, and nothing waits longer than an idle pass.
+fn pause_after(look_again_in: Option<Duration>) -> Duration {
+    look_again_in.map_or(IDLE_PASS, |d| d.clamp(summary::MIN_INTERVAL, IDLE_PASS))
+}
+
 /// The controller's flags; each also reads an environment variable.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "netendpoint-controller", version, about)]
@@ -442,9 +449,7 @@ pub async fn run(opts: Options) -> Result<()> {
         ctl.metrics.set_leader(is_leader);
         let decision =
             pass(&ctl, &stores, &settings, &mut term, is_leader, pool_status.as_mut(), pools_param.as_ref()).await;
-        // Never a pass at once again: a timer due now (a failed write, a
-        // grace that ends) waits for the summaries' own interval.
-        let pause = decision.look_again_in.map_or(IDLE_PASS, |d| d.clamp(summary::MIN_INTERVAL, IDLE_PASS));
+        let pause = pause_after(decision.look_again_in);
         tokio::select! {
             _ = notify.notified() => {}
             _ = leader.changed() => {}
@@ -556,5 +561,13 @@ mod tests {
         assert_eq!(caps.len(), 1);
         let c = caps["pods"];
         assert!(c.v4 > 0 && c.v6 > 0, "{c:?}");
+    }
+
+    #[test]
+    fn a_pass_due_at_once_waits_for_the_summaries_interval() {
+        assert_eq!(pause_after(Some(Duration::ZERO)), summary::MIN_INTERVAL, "no busy loop of passes");
+        assert_eq!(pause_after(Some(Duration::from_secs(2))), Duration::from_secs(2));
+        assert_eq!(pause_after(Some(Duration::from_secs(600))), IDLE_PASS);
+        assert_eq!(pause_after(None), IDLE_PASS);
     }
 }

@@ -169,19 +169,23 @@ impl SummaryWriter {
                 self.pools.insert(pool, (counts, at));
             }
         }
-        // Only the pools still wanted are confirmed: a gone pool's last
-        // write would be due at once on every pass, for ever (a busy loop
-        // of whole passes that cost 0.9 of a core at 118,000 leases).
-        let confirm_in = wanted
+        match (later, self.confirm_in(wanted, at)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// How long until the next pool summary is due to be confirmed. Only
+    /// the pools still wanted are confirmed: a gone pool's last write would
+    /// be due at once on every pass, for ever (a busy loop of whole passes
+    /// that cost 0.9 of a core at 118,000 leases).
+    fn confirm_in(&self, wanted: &Wanted, at: Instant) -> Option<Duration> {
+        wanted
             .pools
             .keys()
             .filter_map(|p| self.pools.get(p))
             .map(|(_, t)| CONFIRM_EVERY.saturating_sub(at.duration_since(*t)))
-            .min();
-        match (later, confirm_in) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            .min()
     }
 
     async fn write_shard(
@@ -310,5 +314,21 @@ mod tests {
         assert_eq!(w.pools["p"][&first], (2, 1));
         assert_eq!(w.pools["p"].len(), 2);
         assert!(w.pools["empty"].is_empty());
+    }
+
+    #[test]
+    fn a_pool_that_lost_its_last_lease_is_never_due_for_confirmation_again() {
+        let at = Instant::now();
+        let long_ago = at.checked_sub(Duration::from_secs(3600)).unwrap_or(at);
+        let ten_s_ago = at.checked_sub(Duration::from_secs(10)).unwrap_or(at);
+        let mut writer = SummaryWriter::default();
+        // "gone" was written empty an hour ago and is in no network config;
+        // "kept" was confirmed 10 s ago.
+        writer.pools.insert("gone".into(), (PoolCounts::new(), long_ago));
+        writer.pools.insert("kept".into(), (PoolCounts::new(), ten_s_ago));
+        let only_kept = wanted(&[], &[], &["kept".to_string()].into());
+        assert_eq!(writer.confirm_in(&only_kept, at), Some(CONFIRM_EVERY - Duration::from_secs(10)));
+        let none = wanted(&[], &[], &HashSet::new());
+        assert_eq!(writer.confirm_in(&none, at), None, "a gone pool would make every pass due at once");
     }
 }
