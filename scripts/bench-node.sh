@@ -39,6 +39,14 @@ write_conf() {
     jq --arg name "$3" --argjson r "$ranges" '.name = $name | .plugins[0].ipam.ranges = $r
       | .plugins[0].ipam.pool = "bench" | del(.plugins[0].ipam.sticky) | .plugins[0].ipam.log.level = "warn"' \
       <<<"$installed" > "$conf.tmp"
+    # A network configured outside netendpoint-net-conf: its pool is added
+    # to netendpoint-pools by hand (docs/install.md, "Configure a network"),
+    # or the policy netendpoint-lease-range refuses every lease (10.250.1.0/24
+    # holds the 2N addresses of either run; the node's own pool is 10.250.0.x).
+    kc -n netendpoint-system patch configmap netendpoint-pools --type merge \
+      -p '{"data":{"bench":"10.250.1.0/24"}}' >/dev/null
+    # The policy reads its params through an informer: give it a moment.
+    sleep 3
   else
     jq --arg name "$3" --argjson r "$ranges" --arg d "$NODE_DIR/cni/host-local" '.name = $name
       | .plugins[0].ipam = {type: "host-local", dataDir: $d, ranges: $r}' <<<"$installed" > "$conf.tmp"
