@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{FIN, Scratch, T0, conf, fill, ip_of, who};
+use super::{FIN, Scratch, T0, ack_after, conf, fill, ip_of, who};
 use crate::claim::lease_object;
 use crate::commands::add;
 use crate::local::LocalState;
@@ -139,12 +139,7 @@ async fn a_small_full_pool_without_a_controller_reads_names_and_waits() {
     let c = conf("10.0.0.0/29", json!({"waitForRelease": "8s"}));
     let names = fill(&store, &c, "n1", &[FIN]);
     store.release(&names[2]);
-    let agent = store.clone();
-    let victim = names[2].clone();
-    let ack = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        agent.ack(&victim, FIN);
-    });
+    let ack = ack_after(&store, &names[2], Duration::from_secs(2));
     let started = tokio::time::Instant::now();
     let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
     ack.await.unwrap();
@@ -164,12 +159,7 @@ async fn a_small_full_pools_wait_finds_a_release_the_summary_does_not_show_yet()
     let names = fill(&store, &c, "n1", &[FIN]);
     store.summaries(SummaryMode::Behind);
     store.release(&names[2]);
-    let agent = store.clone();
-    let victim = names[2].clone();
-    let ack = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        agent.ack(&victim, FIN);
-    });
+    let ack = ack_after(&store, &names[2], Duration::from_millis(300));
     let started = tokio::time::Instant::now();
     let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
     ack.await.unwrap();

@@ -7,6 +7,9 @@ mod add_del;
 mod dynamic;
 mod sticky;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::claim::{Attachment, lease_object};
@@ -74,6 +77,15 @@ pub(crate) fn fill(store: &MemStore, c: &IpamConfig, node: &str, finalizers: &[&
             name
         })
         .collect()
+}
+
+/// An agent that removes its finalizer `FIN` from lease `name` after `delay`.
+pub(crate) fn ack_after(store: &Arc<MemStore>, name: &str, delay: Duration) -> tokio::task::JoinHandle<()> {
+    let (agent, name) = (store.clone(), name.to_string());
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        agent.ack(&name, FIN);
+    })
 }
 
 pub(crate) fn ip_of(r: &IpamResult) -> String {

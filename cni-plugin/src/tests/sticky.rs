@@ -10,7 +10,7 @@ use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET};
 use netendpoint_crd::{NetworkEndpoint, incarnation_name};
 use serde_json::json;
 
-use super::{FIN, T0, conf, fill, ip_of, who};
+use super::{FIN, T0, ack_after, conf, fill, ip_of, who};
 use crate::claim::Attachment;
 use crate::claim::Deadline;
 use crate::commands::{Asked, add, add_asked, del};
@@ -107,12 +107,7 @@ async fn a_recreated_pod_gets_its_address_after_the_agents_and_nobody_else_ever_
     assert_eq!(e.code(), 100, "{e}");
     // The new incarnation on n2 waits for the agent, then gets the address.
     let second = web0(&store, "s2", "u2", "n2");
-    let agent = store.clone();
-    let old = format!("p.{ip}-1");
-    let ack = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        agent.ack(&old, FIN);
-    });
+    let ack = ack_after(&store, &format!("p.{ip}-1"), Duration::from_secs(2));
     let started = tokio::time::Instant::now();
     let again = add(&*store, &c, &second, &LocalState::none()).await.unwrap();
     ack.await.unwrap();
