@@ -20,7 +20,10 @@ pub mod need;
 pub mod pool_resource;
 pub mod shard;
 
-pub use need::{NetworkEndpointNeed, NetworkEndpointNeedSpec};
+pub use need::{
+    IpFamily, MAX_NEED_SLOTS, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointNeedStatus, Promise,
+    need_name,
+};
 pub use pool_resource::{
     NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus, PoolSummary, ShardRun,
 };
@@ -156,6 +159,17 @@ size(self.metadata.name) == size(self.spec.pool) + 40))";
 pub const RULE_ROLE_IS_CONSISTENT: &str = "(!has(self.spec.role) || (self.spec.role == 'Hold' && has(self.spec.claim) \
 && !has(self.spec.incarnation))) && (!has(self.spec.incarnation) || has(self.spec.claim))";
 
+/// Longest `stickyFor` of a hold, in seconds (30 days): the plugin's parser
+/// refuses more, and the API server refuses a hold that says more
+/// ([`RULE_STICKY_FOR_CAPPED`]), whoever writes it.
+pub const MAX_STICKY_FOR_SECS: u64 = 30 * 24 * 3600;
+
+/// CEL rule of the CRD: a hold's `spec.stickyFor` is at most
+/// [`MAX_STICKY_FOR_SECS`]: a bare number is seconds, anything else must be
+/// a duration CEL reads (`720h`, `1h30m`; a string it cannot read is refused).
+pub const RULE_STICKY_FOR_CAPPED: &str = "!has(self.spec.stickyFor) || (self.spec.stickyFor.matches('^[0-9]+$') \
+? int(self.spec.stickyFor) <= 2592000 : duration(self.spec.stickyFor) <= duration('720h'))";
+
 /// A DNS-1123 subdomain (object names, node and pool names).
 pub const PATTERN_DNS_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /// A DNS-1123 label (namespaces).
@@ -226,7 +240,8 @@ pub const MAX_FINALIZERS: usize = 16;
     validation = Rule::new(RULE_IP_IS_ADDRESS).message("spec.ip must be an IP address (IPv4-mapped IPv6 addresses are not leased)"),
     validation = Rule::new(RULE_NAME_IS_POOL_AND_IP).message("metadata.name must be spec.pool + '.' + spec.ip, and '-' + spec.incarnation for an incarnation (see endpoint_name)"),
     validation = Rule::new(RULE_NAME_IS_POOL_AND_IPV6).message("metadata.name must be spec.pool + '.' + the expanded spec.ip with '-' for ':', and '-' + spec.incarnation for an incarnation (see endpoint_name)"),
-    validation = Rule::new(RULE_ROLE_IS_CONSISTENT).message("a hold (spec.role Hold) names its claim and has no incarnation; an incarnation names its claim")
+    validation = Rule::new(RULE_ROLE_IS_CONSISTENT).message("a hold (spec.role Hold) names its claim and has no incarnation; an incarnation names its claim"),
+    validation = Rule::new(RULE_STICKY_FOR_CAPPED).message("spec.stickyFor is at most 720h (30 days)")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkEndpointSpec {
@@ -376,6 +391,13 @@ pub struct IncarnationRequest {
     /// once; the incarnation's endpoint follows once the previous one is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub accepted: bool,
+    /// When the asking ADD stops waiting, on the API server's clock: the
+    /// controller creates or accepts nothing for this request once too
+    /// little of it is left, so no incarnation is ever made for a sandbox
+    /// whose ADD gave up. Absent in requests of older plugins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::pool_resource::date_time")]
+    pub deadline: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 /// The phase of a hold.
@@ -627,6 +649,14 @@ pub fn bounded_names(
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn the_sticky_for_rule_says_the_cap() {
+        assert_eq!(MAX_STICKY_FOR_SECS, 2_592_000);
+        assert!(RULE_STICKY_FOR_CAPPED.contains(&format!("<= {MAX_STICKY_FOR_SECS} ")));
+        assert!(RULE_STICKY_FOR_CAPPED.contains(&format!("duration('{}h')", MAX_STICKY_FOR_SECS / 3600)));
+        assert_eq!(duration::parse("720h"), Some(std::time::Duration::from_secs(MAX_STICKY_FOR_SECS)));
+    }
 
     #[test]
     fn ipv4_names_keep_the_dotted_form() {
