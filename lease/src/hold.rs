@@ -45,6 +45,9 @@ pub fn pending_request(hold: &NetworkEndpoint) -> Option<IncarnationRequest> {
         if_name: hold.spec.if_name.clone(),
         pod: hold.spec.pod.clone().unwrap_or_default(),
         accepted: false,
+        // The hold's create is the request; the controller reads the hold
+        // again just before it creates, so a hold rolled back is never served.
+        deadline: None,
     })
 }
 
@@ -244,6 +247,7 @@ mod tests {
             if_name: "eth0".into(),
             pod: PodRef { namespace: "ns".into(), name: "web-0".into(), uid: format!("u{k}") },
             accepted: false,
+            deadline: None,
         }
     }
 

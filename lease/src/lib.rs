@@ -9,6 +9,7 @@
 //! - [`clock`]: the API server's clock and ages measured on it;
 //! - [`rules`]: when a release is stuck, and "seen twice, then a grace";
 //! - [`pools`]: pool accounting (capacity, in use, releasing, free);
+//! - [`queue`]: which waiting ADD of a full pool each address is promised to;
 //! - [`summary`]: the shard bitmaps and pool counts ADDs read as a hint.
 //!
 //! Nothing here makes an API call.
@@ -19,6 +20,7 @@ pub mod hold;
 pub mod labels;
 pub mod patch;
 pub mod pools;
+pub mod queue;
 pub mod rules;
 pub mod summary;
 pub mod view;

@@ -1,0 +1,185 @@
+//! The full-pool queue: which waiting ADD each address is promised to.
+//!
+//! Each waiting ADD has an entry (`NetworkEndpointNeed <pool>.<node>.<slot>`)
+//! whose arrival is the resourceVersion of its creation, an order the API
+//! server establishes (resource versions of one resource compare as
+//! numbers: KEP-5504, stable in Kubernetes 1.35). netendpoint-controller
+//! promises addresses in that order, and this module decides which, over
+//! plain data, for one pool and family at a time:
+//! - an address that is free now goes to the waiters that arrived first;
+//! - a release in progress goes to the next ones, the oldest release first;
+//! - a promise that is still of its kind is kept, so a waiter already
+//!   watching its release is not moved to another one;
+//! - what is left is promised to nobody.
+//!
+//! So each release goes to exactly one waiter, and no waiter that arrived
+//! later is promised an address that is free sooner. The create of the
+//! address stays the claim: a promise only tells the honest paths (the
+//! summaries count a promised address as leased) whose turn it is.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use netendpoint_crd::{Promise, endpoint_name};
+
+/// An entry's arrival: the resourceVersion of its creation, as a number
+/// (`None` when it is not a resource version the API server would write).
+pub fn arrival_of(resource_version: &str) -> Option<u128> {
+    let comparable = !resource_version.is_empty()
+        && !resource_version.starts_with('0')
+        && resource_version.len() <= 38
+        && resource_version.bytes().all(|b| b.is_ascii_digit());
+    comparable.then(|| resource_version.parse().ok()).flatten()
+}
+
+/// What one pool and family can give to its queue now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Supply {
+    /// Addresses no lease or hold holds, in the order they should be given.
+    pub free: Vec<IpAddr>,
+    /// Releases in progress (address, lease name), oldest release first:
+    /// never a hold or an incarnation, whose address is a claim's.
+    pub releasing: Vec<(IpAddr, String)>,
+}
+
+/// The promise of free address `ip` of `pool`.
+pub fn free_promise(pool: &str, ip: IpAddr) -> Promise {
+    Promise { ip: ip.to_string(), lease: endpoint_name(pool, ip), releasing: false }
+}
+
+/// The promise of the release of lease `lease`, at `ip`.
+pub fn release_promise(ip: IpAddr, lease: &str) -> Promise {
+    Promise { ip: ip.to_string(), lease: lease.to_string(), releasing: true }
+}
+
+/// The promises of `waiting` (their current promises, in arrival order) out
+/// of `supply` for `pool`: one per waiter, at most, in the same order.
+///
+/// A promise of an address that is free now is never moved (its waiter may
+/// be creating it), and that includes a promised release that has ended. A
+/// promised release still in progress stays with its waiter unless a free
+/// address can be given to that waiter instead: then the release passes to
+/// the next waiter in line.
+pub fn assign(pool: &str, waiting: &[Option<&Promise>], supply: &Supply) -> Vec<Option<Promise>> {
+    let free_set: HashSet<IpAddr> = supply.free.iter().copied().collect();
+    let releasing_set: HashSet<&str> = supply.releasing.iter().map(|(_, l)| l.as_str()).collect();
+    let mut used: HashSet<IpAddr> = HashSet::new();
+    let mut out: Vec<Option<Promise>> = vec![None; waiting.len()];
+    // 1. A promised address that is free now stays its waiter's.
+    for (slot, current) in out.iter_mut().zip(waiting) {
+        if let Some(ip) = current.and_then(|p| p.ip.parse::<IpAddr>().ok())
+            && free_set.contains(&ip)
+            && used.insert(ip)
+        {
+            *slot = Some(free_promise(pool, ip));
+        }
+    }
+    // 2. The other free addresses go to the first waiters in line.
+    let mut free = supply.free.iter().filter(|ip| !used.contains(ip)).copied().collect::<Vec<_>>().into_iter();
+    for slot in out.iter_mut().filter(|s| s.is_none()) {
+        let Some(ip) = free.next() else { break };
+        used.insert(ip);
+        *slot = Some(free_promise(pool, ip));
+    }
+    // 3. A promised release still in progress stays with a waiter that got nothing better.
+    for (slot, current) in out.iter_mut().zip(waiting) {
+        if slot.is_some() {
+            continue;
+        }
+        if let Some(p) = current.filter(|p| p.releasing && releasing_set.contains(p.lease.as_str()))
+            && let Ok(ip) = p.ip.parse::<IpAddr>()
+            && used.insert(ip)
+        {
+            *slot = Some(release_promise(ip, &p.lease));
+        }
+    }
+    // 4. The other releases go to the next waiters in line, the oldest release first.
+    let mut releasing = supply.releasing.iter().filter(|(ip, _)| !used.contains(ip));
+    for slot in out.iter_mut().filter(|s| s.is_none()) {
+        let Some((ip, lease)) = releasing.next() else { break };
+        *slot = Some(release_promise(*ip, lease));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn supply(free: &[&str], releasing: &[&str]) -> Supply {
+        Supply {
+            free: free.iter().map(|s| ip(s)).collect(),
+            releasing: releasing.iter().map(|s| (ip(s), endpoint_name("p", ip(s)))).collect(),
+        }
+    }
+
+    fn ips(out: &[Option<Promise>]) -> Vec<Option<String>> {
+        out.iter().map(|p| p.as_ref().map(|p| format!("{}{}", p.ip, if p.releasing { "~" } else { "" }))).collect()
+    }
+
+    fn s(v: &[Option<&str>]) -> Vec<Option<String>> {
+        v.iter().map(|x| x.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn arrivals_compare_as_numbers_and_odd_versions_are_none() {
+        assert!(arrival_of("99").unwrap() < arrival_of("100").unwrap());
+        for odd in ["", "0", "012", "12a", "-1", &"9".repeat(39)] {
+            assert_eq!(arrival_of(odd), None, "{odd:?}");
+        }
+    }
+
+    #[test]
+    fn free_addresses_go_first_to_the_first_arrivals_then_releases_in_order() {
+        let cases: &[(&[&str], &[&str], usize, &[Option<&str>])] = &[
+            (&[], &[], 2, &[None, None]),
+            (&["10.0.0.1"], &[], 2, &[Some("10.0.0.1"), None]),
+            (&[], &["10.0.0.5", "10.0.0.6"], 3, &[Some("10.0.0.5~"), Some("10.0.0.6~"), None]),
+            (&["10.0.0.1"], &["10.0.0.5"], 3, &[Some("10.0.0.1"), Some("10.0.0.5~"), None]),
+            (&["10.0.0.1", "10.0.0.2"], &["10.0.0.5"], 1, &[Some("10.0.0.1")]),
+        ];
+        for (free, releasing, n, want) in cases {
+            let waiting = vec![None; *n];
+            assert_eq!(ips(&assign("p", &waiting, &supply(free, releasing))), s(want), "{free:?} {releasing:?}");
+        }
+    }
+
+    #[test]
+    fn a_kept_release_stays_with_its_waiter_and_a_free_address_moves_to_the_first() {
+        let r6 = release_promise(ip("10.0.0.6"), "p.10.0.0.6");
+        let r5 = release_promise(ip("10.0.0.5"), "p.10.0.0.5");
+        // The second waiter keeps 6 (it watches it); the first takes 5.
+        let out = assign("p", &[None, Some(&r6)], &supply(&[], &["10.0.0.5", "10.0.0.6"]));
+        assert_eq!(ips(&out), s(&[Some("10.0.0.5~"), Some("10.0.0.6~")]));
+        // A free address appears: it goes to the first waiter, whose release
+        // passes to the next one in line.
+        let out = assign("p", &[Some(&r5), Some(&r6), None], &supply(&["10.0.0.9"], &["10.0.0.5", "10.0.0.6"]));
+        assert_eq!(ips(&out), s(&[Some("10.0.0.9"), Some("10.0.0.6~"), Some("10.0.0.5~")]));
+    }
+
+    #[test]
+    fn a_promise_whose_release_ended_becomes_the_promise_of_a_free_address() {
+        let r5 = release_promise(ip("10.0.0.5"), "p.10.0.0.5");
+        // The lease of 5 is gone: 5 is free now, and still the same waiter's.
+        let out = assign("p", &[Some(&r5), None], &supply(&["10.0.0.5"], &[]));
+        assert_eq!(ips(&out), s(&[Some("10.0.0.5"), None]));
+        // A free address once promised is never moved: its waiter may be creating it.
+        let kept = free_promise("p", ip("10.0.0.5"));
+        let out = assign("p", &[None, Some(&kept)], &supply(&["10.0.0.5"], &[]));
+        assert_eq!(ips(&out), s(&[None, Some("10.0.0.5")]));
+    }
+
+    #[test]
+    fn every_address_is_promised_once_at_most() {
+        let r5 = release_promise(ip("10.0.0.5"), "p.10.0.0.5");
+        let out = assign("p", &[Some(&r5), Some(&r5), None], &supply(&[], &["10.0.0.5", "10.0.0.6"]));
+        assert_eq!(ips(&out), s(&[Some("10.0.0.5~"), Some("10.0.0.6~"), None]));
+        let forged = Promise { ip: "10.0.0.7".into(), lease: "p.10.0.0.7".into(), releasing: true };
+        let out = assign("p", &[Some(&forged)], &supply(&[], &[]));
+        assert_eq!(out, vec![None], "a promise of nothing the pool can give is dropped");
+    }
+}
