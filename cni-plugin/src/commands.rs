@@ -222,10 +222,10 @@ enum Found {
 /// container ID (which makes the API server scan every NetworkEndpoint, so
 /// it is logged).
 async fn attachment_leases<S: Store>(c: &Claiming<'_, S>, record: Record) -> Result<Found> {
-    if let Record::Complete(leases) = record
-        && !leases.is_empty()
-    {
-        return Ok(Found::Recorded(leases));
+    match record {
+        Record::Complete(leases) if !leases.is_empty() => return Ok(Found::Recorded(leases)),
+        Record::Deleted => return Ok(Found::Recorded(Vec::new())),
+        _ => {}
     }
     warn!(container_id = %c.who.key.container_id, "no complete node-local record of the attachment: listing its leases by container ID");
     let listed = c.retrying("list the container's leases", || c.store.find_by_container(&c.who.key.container_id)).await;
@@ -265,7 +265,21 @@ pub const RETRY_WINDOW: Duration = Duration::from_secs(10);
 /// retries (after [`RETRY_WINDOW`] of retries here).
 pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<()> {
     let c = Claiming::new(store, conf, who, Deadline::after(conf.timeout.min(RETRY_WINDOW)));
-    let record = local.record_of(&who.key.container_id, &who.key.if_name);
+    let (container, if_name) = (&who.key.container_id, &who.key.if_name);
+    let record = local.record_of(container, if_name);
+    if record == Record::Deleted {
+        // The runtime's second and third DEL of a sandbox: nothing to ask.
+        debug!(container_id = %container, "DEL repeated: this attachment's DEL already completed on this node");
+        return Ok(());
+    }
+    // Queue entries of an ADD that was killed while it waited.
+    for (name, uid) in local.noted_entries(container, if_name) {
+        match c.retrying("delete a queue entry", || store.leave(&name, &uid)).await {
+            Ok(()) => info!(entry = %name, "queue entry of a torn-down sandbox deleted"),
+            Err(e) => warn!(entry = %name, error = %e, "cannot delete the queue entry; it lapses at its deadline"),
+        }
+    }
+    local.note_entries(container, if_name, &[]);
     let targets: Vec<(String, String)> = match attachment_leases(&c, record).await? {
         // By the record: one delete each, by name and UID, no list.
         Found::Recorded(named) => named,
@@ -290,7 +304,7 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
         }
     }
     if errors.is_empty() {
-        local.forget(&who.key.container_id, &who.key.if_name);
+        local.bury(container, if_name);
     }
     Error::collect(errors)
 }

@@ -11,6 +11,13 @@
 //! - `<pool>/attachments/<containerID>_<ifname>`: the leases (name, UID) of
 //!   an attachment, so that ADD learns whether it is a repeat without a
 //!   cluster-wide query, and cleanup after a failure never removes them.
+//! - `<pool>/deleted/<containerID>_<ifname>`: a tombstone of an attachment
+//!   whose DEL completed, so that the runtime's repeated DELs (containerd
+//!   sends two or three per sandbox) make no API call. Bounded: dropped by
+//!   GC once the runtime no longer lists the container, after
+//!   [`TOMBSTONE_TTL`], and beyond the newest [`MAX_TOMBSTONES`].
+//! - `<pool>/queue/<containerID>_<ifname>`: the queue entries a waiting ADD
+//!   created, so that a DEL after an ADD that was killed deletes them.
 //! - `nodes/<node>`: the node name was seen registered as a Node object.
 //! - `<pool>/shard_hint.<set>.json`: the last shard summary this node read
 //!   in each range set, so that the next ADD picks an address that is
@@ -49,6 +56,15 @@ fn clean(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '.') { c } else { '_' }).collect()
 }
 
+/// Removes `path`; a failure other than "not there" is logged.
+fn remove(path: &Path, what: &str) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        warn!(path = %path.display(), error = %e, "cannot remove {what}");
+    }
+}
+
 /// What STATUS remembers between calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusState {
@@ -66,6 +82,27 @@ pub enum Record {
     Unknown,
     /// The (name, UID) of every lease the attachment holds in this pool.
     Complete(Vec<(String, String)>),
+    /// A DEL of the attachment completed on this node: nothing is left to release.
+    Deleted,
+}
+
+/// How long a tombstone is kept: far longer than a runtime takes between
+/// the DELs of one sandbox.
+pub const TOMBSTONE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// Most tombstones kept per pool (the newest).
+pub const MAX_TOMBSTONES: usize = 1024;
+
+/// A tombstone as stored: the attachment and when its DEL completed
+/// (seconds on the node's clock: only this node reads it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Tombstone {
+    container_id: String,
+    if_name: String,
+    at: i64,
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// An attachment's record as stored: its sandbox and interface (the file
@@ -151,7 +188,7 @@ impl LocalState {
     pub fn recorded(&self, container_id: &str, if_name: &str) -> Vec<(String, String)> {
         match self.record_of(container_id, if_name) {
             Record::Complete(leases) => leases,
-            Record::Unknown => Vec::new(),
+            Record::Unknown | Record::Deleted => Vec::new(),
         }
     }
 
@@ -160,6 +197,9 @@ impl LocalState {
     /// last, so a complete record names every lease the attachment holds in
     /// this pool, unless two writes in a row failed (each is logged at warn).
     pub fn record_of(&self, container_id: &str, if_name: &str) -> Record {
+        if self.tombstone(container_id, if_name).is_some() {
+            return Record::Deleted;
+        }
         self.record_path(container_id, if_name)
             .and_then(|p| std::fs::read(p).ok())
             .and_then(|b| serde_json::from_slice::<StoredRecord>(&b).ok())
@@ -178,7 +218,93 @@ impl LocalState {
     /// the attachment's leases by listing, not from the record.
     pub fn mark_pending(&self, container_id: &str, if_name: &str) {
         let Some(path) = self.record_path(container_id, if_name) else { return };
+        // An ADD after a DEL of the same attachment (the runtime may retry
+        // a sandbox under its old ID) starts a new life: no tombstone.
+        if let Some(t) = self.tombstone_path(container_id, if_name) {
+            remove(&t, "the attachment's tombstone");
+        }
         self.write(&path, b"\"pending\"", "the attachment's pending record");
+    }
+
+    fn tombstone_path(&self, container_id: &str, if_name: &str) -> Option<PathBuf> {
+        self.dir().map(|d| d.join("deleted").join(format!("{}_{}", clean(container_id), clean(if_name))))
+    }
+
+    fn tombstone(&self, container_id: &str, if_name: &str) -> Option<Tombstone> {
+        let bytes = std::fs::read(self.tombstone_path(container_id, if_name)?).ok()?;
+        serde_json::from_slice::<Tombstone>(&bytes)
+            .ok()
+            .filter(|t| t.container_id == container_id && t.if_name == if_name)
+            .filter(|t| unix_now().saturating_sub(t.at) < TOMBSTONE_TTL.as_secs() as i64)
+    }
+
+    /// True when a DEL of this attachment completed on this node (its
+    /// sandbox is gone).
+    pub fn deleted(&self, container_id: &str, if_name: &str) -> bool {
+        self.tombstone(container_id, if_name).is_some()
+    }
+
+    /// Replaces an attachment's record by a tombstone (its DEL completed),
+    /// and keeps at most [`MAX_TOMBSTONES`] of them, the newest.
+    pub fn bury(&self, container_id: &str, if_name: &str) {
+        self.forget(container_id, if_name);
+        let Some(path) = self.tombstone_path(container_id, if_name) else { return };
+        let t = Tombstone { container_id: container_id.to_string(), if_name: if_name.to_string(), at: unix_now() };
+        if let Ok(data) = serde_json::to_vec(&t) {
+            self.write(&path, &data, "the attachment's tombstone");
+        }
+        self.prune_tombstones(|_| true);
+    }
+
+    /// Drops the tombstones older than [`TOMBSTONE_TTL`], those `keep`
+    /// refuses (GC: containers the runtime no longer lists), and all but
+    /// the newest [`MAX_TOMBSTONES`].
+    pub fn prune_tombstones(&self, keep: impl Fn(&str) -> bool) {
+        let Some(dir) = self.dir().map(|d| d.join("deleted")) else { return };
+        let Ok(entries) = std::fs::read_dir(&dir) else { return };
+        let now = unix_now();
+        let mut kept: Vec<(i64, PathBuf)> = Vec::new();
+        for e in entries.flatten() {
+            let path = e.path();
+            let t = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<Tombstone>(&b).ok());
+            match t {
+                Some(t) if now.saturating_sub(t.at) < TOMBSTONE_TTL.as_secs() as i64 && keep(&t.container_id) => {
+                    kept.push((t.at, path));
+                }
+                _ => remove(&path, "a tombstone"),
+            }
+        }
+        if kept.len() > MAX_TOMBSTONES {
+            kept.sort();
+            for (_, path) in kept.iter().take(kept.len() - MAX_TOMBSTONES) {
+                remove(path, "a tombstone");
+            }
+        }
+    }
+
+    fn queue_path(&self, container_id: &str, if_name: &str) -> Option<PathBuf> {
+        self.dir().map(|d| d.join("queue").join(format!("{}_{}", clean(container_id), clean(if_name))))
+    }
+
+    /// Remembers the queue entries (name, UID) a waiting ADD of the
+    /// attachment holds (none: forgets them).
+    pub fn note_entries(&self, container_id: &str, if_name: &str, entries: &[(String, String)]) {
+        let Some(path) = self.queue_path(container_id, if_name) else { return };
+        if entries.is_empty() {
+            remove(&path, "the attachment's queue entries");
+            return;
+        }
+        if let Ok(data) = serde_json::to_vec(entries) {
+            self.write(&path, &data, "the attachment's queue entries");
+        }
+    }
+
+    /// The queue entries a waiting ADD of the attachment noted and did not delete.
+    pub fn noted_entries(&self, container_id: &str, if_name: &str) -> Vec<(String, String)> {
+        self.queue_path(container_id, if_name)
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
     }
 
     /// Records the leases of an attachment. Without a record a repeated ADD
@@ -199,13 +325,10 @@ impl LocalState {
         }
     }
 
-    /// Forgets an attachment (DEL).
+    /// Forgets an attachment's record (its leases are gone).
     pub fn forget(&self, container_id: &str, if_name: &str) {
-        if let Some(p) = self.record_path(container_id, if_name)
-            && let Err(e) = std::fs::remove_file(&p)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            warn!(path = %p.display(), error = %e, "cannot remove the attachment's lease record");
+        if let Some(p) = self.record_path(container_id, if_name) {
+            remove(&p, "the attachment's lease record");
         }
     }
 

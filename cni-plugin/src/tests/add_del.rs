@@ -138,9 +138,36 @@ async fn del_and_check_of_a_recorded_attachment_read_by_name_without_a_list() {
     del(&store, &c, &who("c1"), &s.local).await.unwrap();
     assert_eq!((store.calls("list_container"), store.calls("delete")), (0, 1));
     assert!(store.objects().is_empty());
-    // The record is gone: a repeated DEL lists and finds nothing.
+    // The runtime repeats its DEL (containerd: two or three per sandbox):
+    // the node's tombstone answers, with no request at all.
+    assert_eq!(s.local.record_of("c1", "eth0"), Record::Deleted);
+    let before = store.total_calls();
     del(&store, &c, &who("c1"), &s.local).await.unwrap();
+    del(&store, &c, &who("c1"), &s.local).await.unwrap();
+    assert_eq!(store.total_calls(), before, "a repeated DEL asks nothing");
+    assert!(check(&store, &c, &who("c1"), &s.local, &[r.ips[0].address]).await.is_err(), "CHECK after DEL fails");
+    // Only a DEL that truly lost its record lists.
+    del(&store, &c, &who("never-recorded"), &s.local).await.unwrap();
     assert_eq!(store.calls("list_container"), 1);
+}
+
+/// Tombstones are bounded: GC drops those of containers the runtime no
+/// longer lists, and an ADD of the same attachment starts a new life.
+#[tokio::test(start_paused = true)]
+async fn tombstones_go_with_gc_and_with_a_new_add() {
+    let store = MemStore::new(T0, &["n1"]);
+    let s = Scratch::new("tombstones");
+    let c = conf("10.0.0.0/29", json!({}));
+    for cid in ["t1", "t2"] {
+        add(&store, &c, &who(cid), &s.local).await.unwrap();
+        del(&store, &c, &who(cid), &s.local).await.unwrap();
+        assert_eq!(s.local.record_of(cid, "eth0"), Record::Deleted);
+    }
+    s.local.prune_tombstones(|cid| cid == "t2");
+    assert_eq!(s.local.record_of("t1", "eth0"), Record::Unknown, "not listed by the runtime any more");
+    assert_eq!(s.local.record_of("t2", "eth0"), Record::Deleted);
+    add(&store, &c, &who("t2"), &s.local).await.unwrap();
+    assert!(matches!(s.local.record_of("t2", "eth0"), Record::Complete(_)), "a new ADD ends the tombstone");
 }
 
 /// An ADD marks the record pending before it creates, so one that dies
