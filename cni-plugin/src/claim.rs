@@ -19,7 +19,7 @@ use crate::allocator::RangeSet;
 use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{AttachmentKey, PodIdentity};
-use crate::store::{Created, Leases};
+use crate::store::{Created, Leases, Queue};
 
 /// Who is asking: the attachment, its node and its Pod.
 #[derive(Debug, Clone)]
@@ -148,6 +148,13 @@ pub struct Claiming<'a, S> {
     /// False when this node had never seen the attachment before this ADD
     /// (no record, not even a pending one): nothing can be its already.
     pub maybe_repeated: bool,
+    /// Its entries in a full pool's queue (name, UID): deleted when the ADD
+    /// stops waiting, and by the rollback.
+    pub entries: Vec<(String, String)>,
+    /// Incarnations this ADD asked a sticky hold for (their endpoint names):
+    /// a rollback withdraws the request, or deletes the incarnation if the
+    /// controller created it for this sandbox meanwhile.
+    pub asked: Vec<String>,
     /// Names whose create may have happened without an answer.
     unanswered: BTreeSet<String>,
 }
@@ -168,6 +175,8 @@ impl<'a, S: Leases> Claiming<'a, S> {
             adopted: Vec::new(),
             answered_early: Vec::new(),
             maybe_repeated: true,
+            entries: Vec::new(),
+            asked: Vec::new(),
             unanswered: BTreeSet::new(),
         }
     }
@@ -240,12 +249,28 @@ impl<'a, S: Leases> Claiming<'a, S> {
     pub fn held(&self) -> impl Iterator<Item = &NetworkEndpoint> {
         self.created.iter().chain(&self.adopted).chain(&self.answered_early)
     }
+}
 
+impl<S: Leases + Queue> Claiming<'_, S> {
     /// Deletes what this ADD created, and whatever of this attachment a
     /// create without an answer may have left under a name it tried (read
-    /// by name). Adopted leases stay. Every failure is reported.
+    /// by name); withdraws what it asked for and deletes its queue entries
+    /// (invariant 14). Adopted leases stay. Every failure is reported.
     pub async fn roll_back(self) -> Result<()> {
         let mut errors = Vec::new();
+        for (name, uid) in &self.entries {
+            if let Err(e) = self.retrying("leave the queue", || self.store.leave(name, uid)).await {
+                errors.push(e);
+            }
+        }
+        for name in
+            self.asked.iter().filter(|n| !self.answered_early.iter().any(|e| e.metadata.name.as_ref() == Some(*n)))
+        {
+            warn!(lease = %name, "ADD failed after asking for an incarnation: withdrawing the request");
+            if let Err(e) = withdraw(self.store, self.who, name).await {
+                errors.push(e);
+            }
+        }
         for ep in &self.created {
             let (name, uid) =
                 (ep.metadata.name.clone().unwrap_or_default(), ep.metadata.uid.clone().unwrap_or_default());

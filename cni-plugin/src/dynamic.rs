@@ -12,15 +12,15 @@
 //! 3. [`by_probing`]: without summaries (no controller, or a stale one),
 //!    creates along the candidates, a bounded number; a set of at most 64
 //!    addresses reads each name instead;
-//! 4. [`wait_for_release`]: a full pool raises its need, and watches the
-//!    releases in progress, each by name, and the pool summary by name.
+//! 4. [`wait_for_release`]: a full pool's ADD joins the pool's queue and
+//!    waits for the address promised to it (`crate::queue`), watching its
+//!    entry and the promised release by name.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use futures::future::{Either, select, select_all};
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeedSpec, REASON_FORCED_RELEASE, endpoint_name};
+use netendpoint_crd::{NetworkEndpoint, Promise, REASON_FORCED_RELEASE, endpoint_name};
 use netendpoint_lease::ReleaseState;
 use netendpoint_lease::summary::{Bitmap, ShardView, shard_first, shard_index};
 use tracing::{debug, info, warn};
@@ -41,16 +41,8 @@ const BLIND_SEQUENTIAL: usize = 4;
 pub const SCAN_AT_MOST: u128 = 64;
 /// Shard summaries one ADD reads, at most, before it takes the pool as full.
 pub const MAX_SHARD_READS: usize = 8;
-/// Releases in progress a full pool's ADD watches at once, each by name.
-pub const WATCHED_RELEASES: usize = 4;
 /// A summary the controller has not confirmed for this long is stale.
 pub const SUMMARY_STALE_AFTER: Duration = Duration::from_secs(90);
-/// Rounds of the full-pool wait before an ADD gives up, whatever the deadline says.
-const MAX_ROUNDS: usize = 64;
-/// How soon a full-pool wait looks again when a create showed the summary
-/// behind, at first and at most (doubling in between).
-const LAG_RECHECK_FIRST: Duration = Duration::from_millis(250);
-const LAG_RECHECK_MAX: Duration = Duration::from_secs(4);
 
 /// What to create at an address: a lease, or a sticky hold.
 pub type Make<'m> = &'m dyn Fn(IpAddr) -> NetworkEndpoint;
@@ -140,14 +132,7 @@ pub async fn claim<S: Store>(
     };
     let ep = match got {
         Some(ep) => ep,
-        None => {
-            let waited = wait_for_release(c, &mut s, make, wait).await;
-            if c.conf.cross_node == CrossNode::Controller {
-                // The wait is over, served or not: withdraw the need it raised.
-                c.store.drop_need(&c.conf.pool, &c.who.node).await;
-            }
-            waited?
-        }
+        None => wait_for_release(c, local, &mut s, make, wait).await?,
     };
     remember(local, index, &s, &ep, start);
     Ok(ep)
@@ -399,15 +384,24 @@ async fn scan<S: Store>(
     Ok(None)
 }
 
-/// The releases in progress this ADD knows of in its set: from the shards
-/// it read, and from up to two more the pool summary shows releases in. A
-/// set of at most [`SCAN_AT_MOST`] addresses gives every address instead,
-/// for the wait to read by name: the summaries are written at most every
-/// 250 ms, and a release that began since would wait for the next write.
+/// Releases in progress the wait reads by name, at most, when it forces one
+/// itself (`crossNode: plugin`, with no controller ordering the queue).
+const READ_RELEASES: usize = 8;
+/// How long a queued ADD waits for the controller to order its entry
+/// before it also looks for addresses on its own.
+pub const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often a queued ADD checks that the controller still keeps the pool
+/// summary, and that it shows no free address nobody was promised.
+const QUEUED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+/// How soon an ADD outside the queue looks again, at first and at most
+/// (doubling in between).
+const UNORDERED_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
+const UNORDERED_MAX: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// The releases in progress this ADD knows of in its set, from the shards
+/// it read (and, with summaries, from up to two more the pool summary shows
+/// releases in).
 async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<Vec<IpAddr>> {
-    if s.set.capacity() <= SCAN_AT_MOST {
-        return Ok(s.set.candidates(None).collect());
-    }
     if s.summaries
         && let Some(pool) = &s.pool
     {
@@ -439,131 +433,260 @@ async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>)
     Ok(out)
 }
 
-/// Phase 4: the pool is full. Raises the need (with `crossNode:
-/// controller`), forces a release past its bound (with `crossNode:
-/// plugin`), and waits, until `wait`, for a release in progress to finish
-/// (a watch of each, by name) or a new one to begin (a watch of the pool
-/// summary, by name). Then claims what it freed.
+/// What a promise gave.
+enum Taken {
+    /// The address is this ADD's.
+    Ours(NetworkEndpoint),
+    /// Its release is still in progress: wait until this lease is gone.
+    Releasing(NetworkEndpoint),
+    /// Someone else holds it (or it is no address of this set): the
+    /// controller promises this ADD the next one.
+    Lost,
+}
+
+/// Acts on `promise`: creates a free address at once; reads a release to
+/// wait for it, or creates it if it is gone already.
+async fn take_promise<S: Store>(
+    c: &mut Claiming<'_, S>,
+    set: &RangeSet,
+    make: Make<'_>,
+    promise: &Promise,
+) -> Result<Taken> {
+    let Some(ip) = crate::queue::promised_address(&c.conf.pool, set, promise) else {
+        warn!(ip = %promise.ip, lease = %promise.lease, "promised an address outside this network's ranges: ignoring it");
+        return Ok(Taken::Lost);
+    };
+    if !promise.releasing
+        && let Some(ep) = c.create(&make(ip)).await?
+    {
+        return Ok(Taken::Ours(ep));
+    }
+    match c.retrying("read the promised address", || c.store.get(&promise.lease)).await? {
+        None => Ok(c.create(&make(ip)).await?.map_or(Taken::Lost, Taken::Ours)),
+        Some(ep) if ep.is_releasing() && !ep.is_hold() => {
+            debug!(%ip, "promised a release in progress: waiting for its end");
+            Ok(Taken::Releasing(ep))
+        }
+        Some(_) => {
+            info!(%ip, "the promised address is held by someone else now: waiting for the next promise");
+            Ok(Taken::Lost)
+        }
+    }
+}
+
+/// What woke the wait.
+enum Woke {
+    /// The entry changed (or is gone: `None`).
+    Entry(Option<netendpoint_crd::NetworkEndpointNeed>),
+    /// The promised release ended.
+    Released,
+    /// Time to look again.
+    Timer,
+}
+
+/// Waits, at most `pause`, for the entry to change or the promised release to end.
+async fn next_wake<S: Store>(
+    store: &S,
+    entry: Option<&crate::queue::Entry>,
+    releasing: Option<&NetworkEndpoint>,
+    pause: std::time::Duration,
+) -> Result<Woke> {
+    use crate::wait::{LeasesOf, Waited, await_condition, gone_or_replaced};
+    let until = Deadline::after(pause);
+    let entry_change = async {
+        let Some(e) = entry else { return std::future::pending::<Result<Woke>>().await };
+        let rv = e.seen.metadata.resource_version.clone().unwrap_or_default();
+        match store.next_entry_change(&e.name, &rv, pause).await {
+            Ok(Change::Changed(now)) => Ok(Woke::Entry(Some(*now))),
+            Ok(Change::Gone) => Ok(Woke::Entry(None)),
+            Ok(Change::Quiet) => Ok(Woke::Timer),
+            // Retried by the next round of the wait, within its deadline.
+            Err(err) if err.is_transient() => {
+                warn!(entry = %e.name, error = %err, "watch of the queue entry failed; retrying");
+                tokio::time::sleep(pause.min(std::time::Duration::from_millis(500))).await;
+                Ok(Woke::Timer)
+            }
+            Err(err) => Err(err),
+        }
+    };
+    let release_end = async {
+        let Some(ep) = releasing else { return std::future::pending::<Result<Woke>>().await };
+        let name = ep.metadata.name.clone().unwrap_or_default();
+        let done = gone_or_replaced(ep.metadata.uid.clone());
+        match await_condition(&LeasesOf(store), &name, Some(ep.clone()), until, done).await? {
+            Waited::Met(_) => Ok(Woke::Released),
+            Waited::TimedOut(_) => Ok(Woke::Timer),
+        }
+    };
+    tokio::select! {
+        w = entry_change => w,
+        w = release_end => w,
+        () = tokio::time::sleep(pause) => Ok(Woke::Timer),
+    }
+}
+
+/// Phase 4: the pool is full. Joins the pool's queue and waits, until
+/// `wait`, for the address the controller promises this ADD (a release in
+/// progress, watched by name until it is gone, or a free address); then
+/// claims it. Without an ordered queue (no entry, or no controller
+/// answering) it looks again on its own, backing off, and with `crossNode:
+/// plugin` forces a release past its bound itself.
 async fn wait_for_release<S: Store>(
     c: &mut Claiming<'_, S>,
+    local: &LocalState,
     s: &mut Search<'_>,
     make: Make<'_>,
     wait: Deadline,
 ) -> Result<NetworkEndpoint> {
-    let mut logged = false;
-    let mut lag_recheck = LAG_RECHECK_FIRST;
-    for round in 0..MAX_ROUNDS {
-        let releases = releases_in_progress(c, s).await?;
-        // Read the releases: their state (stuck or not), their finalizers, a resourceVersion to watch from.
-        let mut read: Vec<NetworkEndpoint> = Vec::new();
-        let reads = if s.set.capacity() <= SCAN_AT_MOST { releases.len() } else { WATCHED_RELEASES * 2 };
-        for ip in releases.iter().take(reads) {
-            let name = endpoint_name(&c.conf.pool, *ip);
-            match c.retrying("read a release", || c.store.get(&name)).await? {
-                None => {
-                    if let Some(ep) = c.create(&make(*ip)).await? {
-                        info!(%ip, waited_ms = wait.waited().as_millis() as u64, "claimed a just-released address");
-                        return Ok(ep);
-                    }
-                }
-                Some(ep) if ep.is_releasing() && !ep.is_hold() => read.push(ep),
-                Some(_) => {}
-            }
-        }
-        if c.conf.cross_node == CrossNode::Plugin
-            && let Some(ep) = force_stuck(c, &read, make, wait).await?
-        {
-            return Ok(ep);
-        }
-        if wait.passed() || round + 1 == MAX_ROUNDS {
-            return Err(Error::PoolExhausted(Box::new(exhaustion(c, s, &read, wait))));
-        }
-        if !logged {
-            logged = true;
-            let ex = exhaustion(c, s, &read, wait);
-            warn!(pool = %c.conf.pool, releasing = ex.releasing, waiting_on = ?ex.waiting_on,
-                wait_for_release_ms = c.conf.wait_for_release.as_millis() as u64,
-                "pool full: waiting for a release to begin and finish");
-            if c.conf.cross_node == CrossNode::Controller {
-                raise_need(c, wait).await;
-            }
-        }
-        // Until the first young release becomes stuck, in plugin mode.
-        let until_stuck = if c.conf.cross_node == CrossNode::Plugin { next_stuck_in(c, &read) } else { None };
-        let mut pause = until_stuck.map_or(wait.remaining(), |d| d.min(wait.remaining()));
-        // A create refused where the summary showed a free address proves
-        // the summary behind: a change it has not shown yet may never show
-        // (an address taken and freed again between two writes). Look again
-        // soon, backing off, instead of waiting for the summary to move.
-        if s.refused > 0 {
-            pause = pause.min(lag_recheck);
-            lag_recheck = (lag_recheck * 2).min(LAG_RECHECK_MAX);
-        }
-        if let Some(ip) = watch_releases(c, s, &read, pause).await?
-            && let Some(ep) = c.create(&make(ip)).await?
-        {
-            info!(%ip, waited_ms = wait.waited().as_millis() as u64, "claimed a just-released address");
-            return Ok(ep);
-        }
-        // Something changed, or time passed: read the summaries again.
-        s.views.retain(|_, (_, fresh)| !*fresh);
-        s.pool = None;
-        if s.summaries
-            && let Some(ep) = from_summaries(c, s, None, make).await?
-        {
-            return Ok(ep);
-        }
-        if !s.summaries
-            && let Some(ep) = by_probing(c, s, None, make).await?
-        {
-            return Ok(ep);
-        }
+    let ex = exhaustion(c, s, &[], wait);
+    warn!(pool = %c.conf.pool, in_use = ex.in_use, releasing = ex.releasing,
+        wait_for_release_ms = c.conf.wait_for_release.as_millis() as u64, "pool full: waiting for a release");
+    // A queue only a controller serves: one that summarises this pool.
+    let mut entry = if s.summaries { crate::queue::join(c, crate::queue::family_of(s.set), wait).await } else { None };
+    let (container, if_name) = (&c.who.key.container_id, &c.who.key.if_name);
+    if entry.is_some() {
+        // A DEL after this ADD was killed finds the entry here.
+        local.note_entries(container, if_name, &c.entries);
     }
-    Err(Error::PoolExhausted(Box::new(exhaustion(c, s, &[], wait))))
+    let got = wait_in_queue(c, s, make, wait, &mut entry).await;
+    if let Some(e) = &entry {
+        crate::queue::leave(c, &e.name).await;
+    }
+    local.note_entries(&c.who.key.container_id, &c.who.key.if_name, &c.entries);
+    got
 }
 
-/// Watches, for at most `pause`, the releases `read` (each by name) and
-/// the pool summary (by name). The address whose release finished, if one did.
-async fn watch_releases<S: Store>(
-    c: &Claiming<'_, S>,
-    s: &Search<'_>,
-    read: &[NetworkEndpoint],
-    pause: Duration,
-) -> Result<Option<IpAddr>> {
-    let mut watches = Vec::new();
-    for ep in read.iter().take(WATCHED_RELEASES) {
-        let name = ep.metadata.name.clone().unwrap_or_default();
-        let rv = ep.metadata.resource_version.clone().unwrap_or_default();
-        let ip = ep.ip();
-        let uid = ep.metadata.uid.clone();
-        watches.push(Box::pin(async move {
-            let mut rv = rv;
-            loop {
-                match c.store.next_change(&name, &rv, pause).await? {
-                    Change::Gone => return Ok::<_, Error>(ip),
-                    Change::Changed(now) if now.metadata.uid != uid => return Ok(ip),
-                    Change::Changed(now) => rv = now.metadata.resource_version.unwrap_or_default(),
-                    Change::Quiet => return Ok(None),
+/// The wait of [`wait_for_release`], with the entry (if any) joined.
+async fn wait_in_queue<S: Store>(
+    c: &mut Claiming<'_, S>,
+    s: &mut Search<'_>,
+    make: Make<'_>,
+    wait: Deadline,
+    entry: &mut Option<crate::queue::Entry>,
+) -> Result<NetworkEndpoint> {
+    let acked_by = Deadline::after(ACK_WAIT.min(wait.remaining()));
+    let mut unordered = entry.is_none() || !s.confirmed;
+    let mut pause = if unordered { UNORDERED_FIRST } else { QUEUED_RECHECK };
+    let mut next_look = Deadline::after(pause.min(wait.remaining()));
+    let mut handled: Option<Promise> = None;
+    let mut releasing: Option<NetworkEndpoint> = None;
+    loop {
+        // A promise not acted on yet.
+        if let Some(p) = entry.as_ref().and_then(|e| e.promise()).filter(|p| handled.as_ref() != Some(*p)).cloned() {
+            releasing = None;
+            match take_promise(c, s.set, make, &p).await? {
+                Taken::Ours(ep) => {
+                    info!(ip = %ep.spec.ip, waited_ms = wait.waited().as_millis() as u64, "claimed the address promised to this ADD");
+                    return Ok(ep);
+                }
+                Taken::Releasing(ep) => releasing = Some(ep),
+                Taken::Lost => {}
+            }
+            handled = Some(p);
+        }
+        if wait.passed() {
+            return Err(Error::PoolExhausted(Box::new(exhaustion_queued(c, s, releasing.as_slice(), wait, entry))));
+        }
+        if !unordered && entry.as_ref().is_some_and(|e| !e.acknowledged()) && acked_by.passed() {
+            warn!(pool = %c.conf.pool, "netendpoint-controller has not ordered this ADD's queue entry: also looking on its own");
+            unordered = true;
+            pause = UNORDERED_FIRST;
+            next_look = Deadline::after(pause.min(wait.remaining()));
+        }
+        let mut until_look = next_look.remaining().min(wait.remaining());
+        if !unordered && entry.as_ref().is_some_and(|e| !e.acknowledged()) {
+            until_look = until_look.min(acked_by.remaining());
+        }
+        match next_wake(c.store, entry.as_ref(), releasing.as_ref(), until_look).await? {
+            Woke::Entry(Some(now)) => {
+                if let Some(e) = entry.as_mut() {
+                    e.seen = now;
+                    if let Some(why) = e.message() {
+                        debug!(entry = %e.name, why, "the controller does not serve this entry");
+                    }
                 }
             }
-        }));
-    }
-    let pool_watch = async {
-        match s.pool.as_ref().filter(|_| s.summaries && s.confirmed) {
-            Some(p) => {
-                c.store.pool_changed(&c.conf.pool, &p.resource_version, pause).await?;
+            Woke::Entry(None) => {
+                // Deleted by the controller: it does not believe the entry
+                // (its Pod is gone, or not waiting for its sandbox here).
+                warn!(pool = %c.conf.pool, "the queue entry was withdrawn by netendpoint-controller: waiting outside the queue");
+                if let Some(e) = entry.take() {
+                    c.entries.retain(|(n, _)| *n != e.name);
+                }
+                unordered = true;
             }
-            None => tokio::time::sleep(pause.min(Duration::from_secs(2))).await,
+            Woke::Released => {
+                let Some(ep) = releasing.take() else { continue };
+                let Some(ip) = ep.ip() else { continue };
+                if let Some(mine) = c.create(&make(ip)).await? {
+                    info!(%ip, waited_ms = wait.waited().as_millis() as u64, "claimed the promised address as its release ended");
+                    return Ok(mine);
+                }
+                info!(%ip, "the promised address was taken as its release ended: waiting for the next promise");
+            }
+            Woke::Timer if next_look.passed() => {
+                if let Some(ep) = look_again(c, s, make, wait, &mut unordered).await? {
+                    return Ok(ep);
+                }
+                pause = if unordered { (pause * 2).clamp(UNORDERED_FIRST, UNORDERED_MAX) } else { QUEUED_RECHECK };
+                next_look = Deadline::after(pause.min(wait.remaining()));
+            }
+            Woke::Timer => {}
         }
-        Ok::<_, Error>(None)
-    };
-    if watches.is_empty() {
-        return pool_watch.await;
     }
-    match select(Box::pin(pool_watch), select_all(watches)).await {
-        Either::Left((r, _)) => r,
-        Either::Right(((r, _, _), _)) => r,
+}
+
+/// A look of the wait's own, between promises. Queued, it reads the pool
+/// summary (one GET): one that is no longer confirmed means no controller
+/// orders the queue; one that shows room nobody was promised is searched.
+/// Outside the queue it searches again (the summaries, or the probes), and
+/// with `crossNode: plugin` forces a release past its bound.
+async fn look_again<S: Store>(
+    c: &mut Claiming<'_, S>,
+    s: &mut Search<'_>,
+    make: Make<'_>,
+    wait: Deadline,
+    unordered: &mut bool,
+) -> Result<Option<NetworkEndpoint>> {
+    s.views.retain(|_, (_, fresh)| !*fresh);
+    s.pool = None;
+    if !*unordered {
+        let Some(pool) = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await? else {
+            *unordered = true;
+            return Ok(None);
+        };
+        if !summary_is_fresh(c.store, &pool) {
+            warn!(pool = %c.conf.pool, "the pool summary is no longer confirmed: netendpoint-controller is not ordering the queue");
+            *unordered = true;
+        }
+        let in_use: u128 = pool
+            .counts
+            .iter()
+            .filter(|(first, _)| s.set.touches_shard(**first))
+            .map(|(_, (l, _))| u128::from(*l))
+            .sum();
+        let room = s.set.capacity() > in_use;
+        s.pool = Some(pool);
+        if !room {
+            return Ok(None);
+        }
     }
+    let found =
+        if s.summaries { from_summaries(c, s, None, make).await? } else { by_probing(c, s, None, make).await? };
+    if found.is_some() || !*unordered || c.conf.cross_node != CrossNode::Plugin {
+        return Ok(found);
+    }
+    let mut read = Vec::new();
+    for ip in releases_in_progress(c, s).await?.into_iter().take(READ_RELEASES) {
+        let name = endpoint_name(&c.conf.pool, ip);
+        if let Some(ep) = c.retrying("read a release", || c.store.get(&name)).await?
+            && ep.is_releasing()
+            && !ep.is_hold()
+        {
+            read.push(ep);
+        }
+    }
+    force_stuck(c, &read, make, wait).await
 }
 
 /// Forces the oldest release of `read` that outlived its own bound
@@ -626,37 +749,6 @@ fn state_of<S: Store>(
     )
 }
 
-/// How long until the first young release of `read` becomes stuck.
-fn next_stuck_in<S: Store>(c: &Claiming<'_, S>, read: &[NetworkEndpoint]) -> Option<Duration> {
-    let now = c.store.server_now();
-    read.iter()
-        .filter_map(|ep| match state_of(c, ep, now) {
-            ReleaseState::Young { left } => left,
-            _ => None,
-        })
-        .min()
-}
-
-/// Says that this ADD waits for an address of the pool: the need the
-/// controller acts on (`crossNode: controller`).
-async fn raise_need<S: Store>(c: &Claiming<'_, S>, wait: Deadline) {
-    let Some(pod) = c.who.pod_ref().filter(|p| !p.uid.is_empty()) else {
-        debug!("no Pod UID from the runtime: no need signal (the controller checks the Pod)");
-        return;
-    };
-    if c.conf.pool.len() + 1 + c.who.node.len() > 253 {
-        warn!(pool = %c.conf.pool, node = %c.who.node, "pool and node names too long for a need signal");
-        return;
-    }
-    let need = NetworkEndpointNeedSpec {
-        pool: c.conf.pool.clone(),
-        node: c.who.node.clone(),
-        pod,
-        wait_seconds: u32::try_from(wait.remaining().as_secs()).unwrap_or(u32::MAX).min(110),
-    };
-    c.store.raise_need(&need).await;
-}
-
 /// Why the set has no address to give, in figures.
 fn exhaustion<S: Store>(c: &Claiming<'_, S>, s: &Search<'_>, read: &[NetworkEndpoint], wait: Deadline) -> Exhaustion {
     let mut waiting: BTreeMap<String, usize> = BTreeMap::new();
@@ -691,5 +783,22 @@ fn exhaustion<S: Store>(c: &Claiming<'_, S>, s: &Search<'_>, read: &[NetworkEndp
         waited: wait.waited(),
         // A small set read name by name is counted in full.
         blind_probes: (!s.summaries && s.set.capacity() > SCAN_AT_MOST).then_some(s.refused),
+        queued: None,
     }
+}
+
+/// [`exhaustion`], with what the queue said.
+fn exhaustion_queued<S: Store>(
+    c: &Claiming<'_, S>,
+    s: &Search<'_>,
+    read: &[NetworkEndpoint],
+    wait: Deadline,
+    entry: &Option<crate::queue::Entry>,
+) -> Exhaustion {
+    let mut ex = exhaustion(c, s, read, wait);
+    ex.queued = entry.as_ref().map(|e| match e.message() {
+        Some(why) => format!("{} ({why})", e.name),
+        None => e.name.clone(),
+    });
+    ex
 }

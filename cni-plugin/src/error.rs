@@ -231,6 +231,9 @@ pub struct Exhaustion {
     /// creates that were refused. The figures above then count only what
     /// the ADD saw.
     pub blind_probes: Option<usize>,
+    /// The ADD's entry in the pool's queue, if it had one (and why the
+    /// controller did not serve it, if it said so).
+    pub queued: Option<String>,
 }
 
 impl std::fmt::Display for Exhaustion {
@@ -256,8 +259,11 @@ impl std::fmt::Display for Exhaustion {
             let list: Vec<String> = self.waiting_on.iter().map(|(f, n)| format!("{f} ({n})")).collect();
             write!(f, " waiting on finalizers [{}]", list.join(", "))?;
         }
-        if self.releasing > 0 {
+        if self.releasing > 0 || self.queued.is_some() {
             write!(f, "; waited {:.1}s for a release (ipam.waitForRelease)", self.waited.as_secs_f64())?;
+        }
+        if let Some(entry) = &self.queued {
+            write!(f, " in the pool's queue as NetworkEndpointNeed {entry}")?;
         }
         Ok(())
     }

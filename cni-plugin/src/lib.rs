@@ -9,6 +9,8 @@
 //! - [`local`]: node-local state (cursors, records, hints), never needed
 //!   for correctness;
 //! - [`claim`]: the claim primitives (create, retry, roll back);
+//! - [`wait`]: the one watch-until primitive every wait uses;
+//! - [`queue`]: a waiting ADD's entry in its full pool's queue;
 //! - [`dynamic`], [`static_ip`], [`sticky`]: the three ways an address is
 //!   chosen (by the allocator, by the runtime, by a claim);
 //! - [`commands`]: ADD, DEL and CHECK, in order of their steps;
@@ -28,11 +30,13 @@ pub mod lifecycle;
 pub mod local;
 pub mod nofollow;
 pub mod protocol;
+pub mod queue;
 pub mod static_ip;
 pub mod sticky;
 pub mod store;
 #[cfg(test)]
 mod tests;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -33,7 +33,8 @@ use crate::claim::{Attachment, Claiming, Deadline, lease_object};
 use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{MAX_REQUESTED_IPS, parse_requested_ip};
-use crate::store::{Change, Leases, PodFacts};
+use crate::store::{Leases, PodFacts};
+use crate::wait::{LeasesOf, Waited, await_condition, gone_or_replaced};
 
 /// The Pod annotation asking for static IPs on the default network: a JSON
 /// list of addresses (`["10.1.2.3", "fd00::3"]`, as Calico's
@@ -254,16 +255,11 @@ pub async fn claim<S: Leases>(
                 "requested static IP is being released: waiting for it, forcing nothing");
             logged_wait = true;
         }
-        let mut rv = held.metadata.resource_version.clone().unwrap_or_default();
-        loop {
-            match c.store.next_change(&name, &rv, deadline.remaining()).await? {
-                Change::Changed(now) if now.metadata.uid == held.metadata.uid => {
-                    rv = now.metadata.resource_version.unwrap_or_default();
-                }
-                Change::Changed(_) | Change::Gone => break,
-                Change::Quiet if deadline.passed() => return Err(releasing(c.conf, ip, &held, deadline)),
-                Change::Quiet => break,
-            }
+        let done = gone_or_replaced(held.metadata.uid.clone());
+        if let Waited::TimedOut(_) =
+            await_condition(&LeasesOf(c.store), &name, Some(held.clone()), deadline, done).await?
+        {
+            return Err(releasing(c.conf, ip, &held, deadline));
         }
         last = Some(held);
     }

@@ -14,7 +14,6 @@
 //!   the next incarnation; both then wait for the controller to create it.
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use netendpoint_crd::ipamclaim::{IPAMClaim, NETWORKS_ANNOTATION};
 use netendpoint_crd::{ClaimRef, HoldPhase, IncarnationRequest, NetworkEndpoint, endpoint_name, incarnation_name};
@@ -26,7 +25,9 @@ use crate::claim::{Claiming, Deadline, hold_object};
 use crate::config::StickyConfig;
 use crate::error::{Error, Result};
 use crate::local::LocalState;
-use crate::store::{Change, PodFacts, Store};
+use crate::store::{Leases, PodFacts, Store};
+use crate::wait::{LeasesOf, Waited, await_condition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The claim an ADD's interface continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,7 +132,9 @@ pub async fn claim<S: Store>(
     if let Some(ip) = held {
         let name = endpoint_name(&c.conf.pool, ip);
         match c.retrying("read the claim's hold", || c.store.get(&name)).await? {
-            Some(hold) if is_hold_of(&hold, id) && !releasing(&hold) => return continue_hold(c, hold, wait).await,
+            Some(hold) if is_hold_of(&hold, id) && !releasing(&hold) => {
+                return continue_hold(c, local, hold, wait).await;
+            }
             Some(hold) if is_hold_of(&hold, id) => {
                 info!(%ip, claim = %id.claim.name, "the claim's hold is ending: taking a new address");
             }
@@ -143,6 +146,9 @@ pub async fn claim<S: Store>(
     // The hold's spec asks for incarnation 1; the hold itself is rolled back
     // with the rest if the ADD fails, so no address stays held for nothing.
     info!(ip = %hold.spec.ip, claim = %id.claim.name, "sticky hold created");
+    if let Some(ip) = hold.ip() {
+        c.asked.push(incarnation_name(&c.conf.pool, ip, 1));
+    }
     wait_for_incarnation(c, &hold, 1, wait).await
 }
 
@@ -154,8 +160,15 @@ fn releasing(hold: &NetworkEndpoint) -> bool {
     hold.is_releasing() || hold.status.as_ref().is_some_and(|s| s.phase == Some(HoldPhase::Releasing))
 }
 
-/// The request this ADD makes for incarnation `k`.
-fn request<S>(c: &Claiming<'_, S>, k: u32) -> IncarnationRequest {
+/// The request this ADD makes for incarnation `k`, waiting until `wait`
+/// ends: its deadline is on the API server's clock, so the controller
+/// creates nothing for it once the ADD has given up.
+fn request<S: Leases>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> IncarnationRequest {
+    let deadline = c
+        .store
+        .server_now()
+        .and_then(|now| now.checked_add(k8s_openapi::jiff::SignedDuration::try_from(wait.remaining()).ok()?).ok())
+        .map(Time);
     IncarnationRequest {
         incarnation: k,
         node: c.who.node.clone(),
@@ -163,13 +176,17 @@ fn request<S>(c: &Claiming<'_, S>, k: u32) -> IncarnationRequest {
         if_name: c.who.key.if_name.clone(),
         pod: c.who.pod_ref().unwrap_or_default(),
         accepted: false,
+        deadline,
     }
 }
 
 /// Continues `hold`: returns this attachment's current incarnation (a
-/// repeated ADD), or asks for the next one and waits for it.
+/// repeated ADD), or asks for the next one and waits for it. A current
+/// incarnation of a sandbox already gone from this node is ended first, so
+/// that no retry waits for a DEL that already happened.
 async fn continue_hold<S: Store>(
     c: &mut Claiming<'_, S>,
+    local: &LocalState,
     mut hold: NetworkEndpoint,
     wait: Deadline,
 ) -> Result<NetworkEndpoint> {
@@ -177,25 +194,30 @@ async fn continue_hold<S: Store>(
     for _ in 0..MAX_ROUNDS {
         let status = hold.status.clone().unwrap_or_default();
         let current = status.incarnation.unwrap_or(0);
-        // A repeated ADD of this attachment (one whose record was lost) may
-        // hold the current incarnation already; a new attachment cannot.
-        if let Some(ep_name) = status.endpoint.as_ref().filter(|_| current > 0 && c.maybe_repeated)
-            && let Some(ep) = c.retrying("read the current incarnation", || c.store.get(ep_name)).await?
-            && c.who.owns(&ep)
-            && !ep.is_releasing()
-        {
-            info!(lease = %ep_name, "ADD repeated: returning the claim's current incarnation");
-            c.adopted.push(ep.clone());
-            return Ok(ep);
+        let current_ep = match status.endpoint.as_ref().filter(|_| current > 0) {
+            Some(ep_name) => c.retrying("read the current incarnation", || c.store.get(ep_name)).await?,
+            None => None,
+        };
+        if let Some(ep) = current_ep.filter(|ep| !ep.is_releasing()) {
+            // A repeated ADD of this attachment (one whose record was lost)
+            // may hold the current incarnation already; a new attachment cannot.
+            if c.maybe_repeated && c.who.owns(&ep) {
+                info!(lease = ?ep.metadata.name, "ADD repeated: returning the claim's current incarnation");
+                c.adopted.push(ep.clone());
+                return Ok(ep);
+            }
+            end_if_sandbox_gone(c, local, &ep).await?;
         }
         let k = current.saturating_add(1);
-        let mine = request(c, k);
+        let mine = request(c, k, wait);
         if status.request.as_ref().is_some_and(|r| same_request(r, &mine)) {
+            c.asked.push(endpoint_of(&hold, k));
             return wait_for_incarnation(c, &hold, k, wait).await;
         }
         let patch = netendpoint_lease::hold::request_patch(&hold, &mine);
         if let Some(now) = c.retrying("ask the hold for an incarnation", || c.store.patch(&name, &patch, true)).await? {
             info!(hold = %name, incarnation = k, "asked the sticky hold for the next incarnation");
+            c.asked.push(endpoint_of(&hold, k));
             return wait_for_incarnation(c, &now, k, wait).await;
         }
         // The hold changed since it was read (another request, a new incarnation): read it again.
@@ -260,65 +282,74 @@ async fn wait_for_incarnation<S: Store>(
     let hold_name = hold.metadata.name.clone().unwrap_or_default();
     let ip = hold.ip().ok_or_else(|| Error::InvalidLease { name: hold_name.clone(), reason: "spec.ip".into() })?;
     let endpoint = incarnation_name(&c.conf.pool, ip, k);
-    let mut cur = hold.clone();
-    let mut logged = false;
-    loop {
-        match hold_says(c, &cur, k) {
-            HoldSays::Early(ep) => {
-                info!(hold = %hold_name, incarnation = k, waited_ms = wait.waited().as_millis() as u64,
-                    "request accepted while the previous incarnation is live: answering with the claim's address");
-                c.answered_early.push((*ep).clone());
-                return Ok(*ep);
-            }
-            HoldSays::Created => {
-                return match c.retrying("read the new incarnation", || c.store.get(&endpoint)).await? {
-                    Some(ep) if c.who.owns(&ep) && !ep.is_releasing() => {
-                        info!(lease = %endpoint, waited_ms = wait.waited().as_millis() as u64, "the claim's incarnation is ours");
-                        // Created for this ADD: released again if the ADD fails.
-                        c.created.push(ep.clone());
-                        Ok(ep)
-                    }
-                    _ => Err(sticky_wait(
-                        c,
-                        ip,
-                        &hold_name,
-                        format!("incarnation {k}, which went to another sandbox"),
-                        wait,
-                    )),
-                };
-            }
-            HoldSays::Refused(why) => {
-                let what = format!("incarnation {k}, which the controller did not create: {why}");
-                return Err(sticky_wait(c, ip, &hold_name, what, wait));
-            }
-            HoldSays::Waiting => {}
+    info!(hold = %hold_name, incarnation = k, "waiting for the controller to create the claim's incarnation");
+    let answered = |h: Option<&NetworkEndpoint>| h.is_none_or(|h| !matches!(hold_says(c, h, k), HoldSays::Waiting));
+    let cur = match await_condition(&LeasesOf(c.store), &hold_name, Some(hold.clone()), wait, answered).await? {
+        Waited::Met(Some(h)) => h,
+        Waited::Met(None) => return Err(sticky_wait(c, ip, &hold_name, "a hold that ended meanwhile".into(), wait)),
+        Waited::TimedOut(h) => {
+            let h = h.unwrap_or_else(|| hold.clone());
+            return Err(sticky_wait(c, ip, &hold_name, waiting_for(c, &h, k).await, wait));
         }
-        if wait.passed() {
-            return Err(sticky_wait(c, ip, &hold_name, waiting_for(c, &cur, k).await, wait));
+    };
+    match hold_says(c, &cur, k) {
+        HoldSays::Early(ep) => {
+            info!(hold = %hold_name, incarnation = k, waited_ms = wait.waited().as_millis() as u64,
+                "request accepted while the previous incarnation is live: answering with the claim's address");
+            c.answered_early.push((*ep).clone());
+            Ok(*ep)
         }
-        if !logged {
-            logged = true;
-            info!(hold = %hold_name, incarnation = k, "waiting for the controller to create the claim's incarnation");
-        }
-        let rv = cur.metadata.resource_version.clone().unwrap_or_default();
-        match c.store.next_change(&hold_name, &rv, wait.remaining().min(Duration::from_secs(30))).await? {
-            Change::Changed(now) => cur = *now,
-            Change::Gone => {
-                return Err(sticky_wait(c, ip, &hold_name, "a hold that ended meanwhile".into(), wait));
+        HoldSays::Created => match c.retrying("read the new incarnation", || c.store.get(&endpoint)).await? {
+            Some(ep) if c.who.owns(&ep) && !ep.is_releasing() => {
+                info!(lease = %endpoint, waited_ms = wait.waited().as_millis() as u64, "the claim's incarnation is ours");
+                // Created for this ADD: released again if the ADD fails.
+                c.created.push(ep.clone());
+                Ok(ep)
             }
-            Change::Quiet => {
-                if let Some(now) = c.store.get(&hold_name).await? {
-                    cur = now;
-                }
-            }
+            _ => Err(sticky_wait(c, ip, &hold_name, format!("incarnation {k}, which went to another sandbox"), wait)),
+        },
+        HoldSays::Refused(why) => {
+            let what = format!("incarnation {k}, which the controller did not create: {why}");
+            Err(sticky_wait(c, ip, &hold_name, what, wait))
         }
+        HoldSays::Waiting => Err(sticky_wait(c, ip, &hold_name, waiting_for(c, &cur, k).await, wait)),
     }
 }
 
 /// True if `a` and `b` ask for the same incarnation for the same sandbox
-/// and Pod (whether accepted or not).
+/// and Pod (whether accepted or not, whatever their deadlines).
 fn same_request(a: &IncarnationRequest, b: &IncarnationRequest) -> bool {
-    IncarnationRequest { accepted: false, ..a.clone() } == IncarnationRequest { accepted: false, ..b.clone() }
+    let plain = |r: &IncarnationRequest| IncarnationRequest { accepted: false, deadline: None, ..r.clone() };
+    plain(a) == plain(b)
+}
+
+/// The endpoint name of incarnation `k` of `hold`.
+fn endpoint_of(hold: &NetworkEndpoint, k: u32) -> String {
+    hold.ip().map_or_else(String::new, |ip| incarnation_name(&hold.spec.pool, ip, k))
+}
+
+/// Ends the live incarnation `ep` of this ADD's claim when its sandbox is
+/// known gone: it is on this node, and this node completed its DEL (a
+/// tombstone), or this ADD is a new sandbox of the same Pod (the runtime
+/// starts one only once the old one is stopped). Its agents' finalizers
+/// still gate the release; the controller creates the next incarnation once
+/// it is gone.
+async fn end_if_sandbox_gone<S: Store>(c: &Claiming<'_, S>, local: &LocalState, ep: &NetworkEndpoint) -> Result<()> {
+    if ep.spec.node != c.who.node || ep.spec.container_id == c.who.key.container_id {
+        return Ok(());
+    }
+    let torn_down = local.deleted(&ep.spec.container_id, &ep.spec.if_name);
+    let same_pod = c.who.pod.as_ref().is_some_and(|p| {
+        !p.uid.is_empty() && ep.spec.pod.as_ref().is_some_and(|old| old.uid == p.uid && old.name == p.name)
+    });
+    if !(torn_down || same_pod) {
+        return Ok(());
+    }
+    let name = ep.metadata.name.clone().unwrap_or_default();
+    let uid = ep.metadata.uid.clone().unwrap_or_default();
+    warn!(lease = %name, old_container = %ep.spec.container_id, torn_down, same_pod,
+        "the claim's current incarnation belongs to a sandbox that is gone: releasing it");
+    c.retrying("release a gone sandbox's incarnation", || c.store.delete(&name, &uid)).await
 }
 
 /// True if `r` is this attachment's request for incarnation `k`.
@@ -355,6 +386,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     fn conf(v: Value) -> StickyConfig {
         StickyConfig::parse(&v, Duration::from_secs(10), Duration::from_secs(50)).unwrap()

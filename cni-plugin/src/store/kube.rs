@@ -15,15 +15,15 @@ use kube::api::{
 };
 use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{
-    FIELD_CONTAINER_ID, GROUP, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointPool,
-    NetworkEndpointShard, endpoint_name,
+    FIELD_CONTAINER_ID, GROUP, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointPool, NetworkEndpointShard,
+    endpoint_name,
 };
 use netendpoint_lease::ServerClock;
 use netendpoint_lease::events::{Reporter, event_object};
 use netendpoint_lease::summary::{ShardView, counts_of};
 use tracing::{debug, warn};
 
-use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Signals, Summaries};
+use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
 use crate::error::{Error, Result};
 
 /// The controller named in the plugin's Events (`reportingController`, and
@@ -46,17 +46,20 @@ impl KubeStore {
     fn leases(&self) -> Api<NetworkEndpoint> {
         Api::all(self.client.clone())
     }
+
+    fn needs(&self) -> Api<NetworkEndpointNeed> {
+        Api::all(self.client.clone())
+    }
 }
 
-/// A watch of the one lease `name` from `resource_version`: its first
-/// event, within `timeout`.
-async fn watch_one(
-    api: &Api<NetworkEndpoint>,
-    name: &str,
-    resource_version: &str,
-    timeout: Duration,
-) -> Result<Change> {
-    let what = "NetworkEndpoint";
+/// A watch of the one object `name` of `api` from `resource_version`: its
+/// first event, within `timeout`.
+async fn watch_one<K>(api: &Api<K>, name: &str, resource_version: &str, timeout: Duration) -> Result<Change<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let what = K::kind(&K::DynamicType::default()).to_string();
     let secs = u32::try_from(timeout.as_secs().max(1)).unwrap_or(u32::MAX);
     let wp = WatchParams::default().fields(&format!("metadata.name={name}")).timeout(secs);
     let watch = async {
@@ -68,7 +71,7 @@ async fn watch_one(
         loop {
             match stream.next().await {
                 Some(Ok(WatchEvent::Deleted(_))) => return Ok(Change::Gone),
-                Some(Ok(WatchEvent::Added(ep) | WatchEvent::Modified(ep))) => return Ok(Change::Changed(Box::new(ep))),
+                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => return Ok(Change::Changed(Box::new(o))),
                 Some(Ok(WatchEvent::Bookmark(_))) => {}
                 // Expired resourceVersion and the like: the caller reads again.
                 Some(Ok(WatchEvent::Error(e))) => {
@@ -262,29 +265,42 @@ impl Signals for KubeStore {
             warn!(reason, error = %e, "cannot record event");
         }
     }
+}
 
-    async fn raise_need(&self, need: &NetworkEndpointNeedSpec) {
-        let api: Api<NetworkEndpointNeed> = Api::all(self.client.clone());
-        let name = format!("{}.{}", need.pool, need.node);
-        let obj = NetworkEndpointNeed::new(&name, need.clone());
-        let res = match api.create(&PostParams::default(), &obj).await {
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {
-                let spec = serde_json::json!({ "spec": need });
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(spec)).await.map(|_| ())
-            }
-            other => other.map(|_| ()),
-        };
-        if let Err(e) = res {
-            warn!(pool = %need.pool, error = %e, "cannot record that an IP is needed");
+impl Queue for KubeStore {
+    async fn join(&self, entry: &NetworkEndpointNeed) -> Result<Option<NetworkEndpointNeed>> {
+        match self.needs().create(&PostParams::default(), entry).await {
+            Ok(created) => Ok(Some(created)),
+            Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(None),
+            Err(e) => Err(Error::from_kube(
+                format!("create NetworkEndpointNeed {}", entry.metadata.name.as_deref().unwrap_or("")),
+                e,
+            )),
         }
     }
 
-    async fn drop_need(&self, pool: &str, node: &str) {
-        let api: Api<NetworkEndpointNeed> = Api::all(self.client.clone());
-        match api.delete(&format!("{pool}.{node}"), &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => {}
-            Err(e) => debug!(pool, error = %e, "cannot withdraw the need"),
+    async fn entry(&self, name: &str) -> Result<Option<NetworkEndpointNeed>> {
+        self.needs().get_opt(name).await.map_err(|e| Error::from_kube(format!("get NetworkEndpointNeed {name}"), e))
+    }
+
+    async fn next_entry_change(
+        &self,
+        name: &str,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Change<NetworkEndpointNeed>> {
+        watch_one(&self.needs(), name, resource_version, timeout).await
+    }
+
+    async fn leave(&self, name: &str, uid: &str) -> Result<()> {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match self.needs().delete(name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+            Err(e) => Err(Error::from_kube(format!("delete NetworkEndpointNeed {name}"), e)),
         }
     }
 }

@@ -22,11 +22,11 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use netendpoint_crd::ipamclaim::IPAMClaim;
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeedSpec};
+use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedStatus};
 use netendpoint_lease::summary::{ShardView, shard_first, shard_index};
 use tokio::sync::Notify;
 
-use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Signals, Summaries};
+use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
 use crate::error::{Error, Result};
 
 /// A failure the test wants an operation to return.
@@ -84,13 +84,15 @@ struct State {
     objects: BTreeMap<String, NetworkEndpoint>,
     /// Per name, the resourceVersion of its last change (creation, update, deletion).
     last_change: HashMap<String, u64>,
+    /// The same, for queue entries.
+    entry_change: HashMap<String, u64>,
     rv: u64,
     uid_seq: u64,
     nodes: HashSet<String>,
     pods: BTreeMap<(String, String), (PodFacts, String)>,
     claims: BTreeMap<(String, String), IPAMClaim>,
     events: Vec<(String, String)>,
-    needs: BTreeMap<String, NetworkEndpointNeedSpec>,
+    entries: BTreeMap<String, NetworkEndpointNeed>,
     calls: BTreeMap<&'static str, usize>,
     faults: HashMap<&'static str, VecDeque<Fault>>,
     lost_creates: usize,
@@ -239,9 +241,97 @@ impl MemStore {
         self.state.lock().unwrap().events.clone()
     }
 
-    /// The needs raised and not withdrawn, by name.
-    pub fn needs(&self) -> BTreeMap<String, NetworkEndpointNeedSpec> {
-        self.state.lock().unwrap().needs.clone()
+    /// The queue entries there are, by name.
+    pub fn entries(&self) -> BTreeMap<String, NetworkEndpointNeed> {
+        self.state.lock().unwrap().entries.clone()
+    }
+
+    /// Plays the controller's part for the queue of `set`'s pool and family
+    /// once, with the same decision ([`netendpoint_lease::queue::assign`]):
+    /// orders the entries by arrival, and promises the free addresses of
+    /// `set` and its releases in progress. Returns the promises written.
+    pub fn serve_queue(&self, pool: &str, set: &crate::allocator::RangeSet) -> usize {
+        use netendpoint_lease::queue::{Supply, arrival_of, assign};
+        let mut st = self.state.lock().unwrap();
+        let now = self.now();
+        let family = crate::queue::family_of(set);
+        let mut waiting: Vec<NetworkEndpointNeed> = st
+            .entries
+            .values()
+            .filter(|e| e.spec.pool == pool && e.spec.ip_family == Some(family))
+            .filter(|e| e.spec.deadline.as_ref().is_some_and(|d| d.0 > now))
+            .cloned()
+            .collect();
+        let arrival = |e: &NetworkEndpointNeed| {
+            e.status
+                .as_ref()
+                .and_then(|s| s.arrival.as_deref())
+                .or(e.metadata.resource_version.as_deref())
+                .and_then(arrival_of)
+                .unwrap_or(u128::MAX)
+        };
+        waiting.sort_by_key(arrival);
+        let taken: HashSet<IpAddr> = st
+            .objects
+            .values()
+            .filter(|o| o.spec.pool == pool && o.spec.incarnation.is_none())
+            .filter_map(|o| o.ip())
+            .collect();
+        let mut releasing: Vec<&NetworkEndpoint> = st
+            .objects
+            .values()
+            .filter(|o| o.spec.pool == pool && o.is_releasing() && !o.is_hold() && o.spec.incarnation.is_none())
+            .filter(|o| o.ip().is_some_and(|ip| set.is_usable(ip)))
+            .collect();
+        releasing.sort_by_key(|o| (o.metadata.deletion_timestamp.clone().map(|t| t.0), o.metadata.name.clone()));
+        let supply = Supply {
+            free: set.candidates(None).filter(|ip| !taken.contains(ip)).take(waiting.len()).collect(),
+            releasing: releasing.iter().filter_map(|o| Some((o.ip()?, o.metadata.name.clone()?))).collect(),
+        };
+        let current: Vec<Option<&netendpoint_crd::Promise>> =
+            waiting.iter().map(|e| e.status.as_ref().and_then(|s| s.promise.as_ref())).collect();
+        let promises = assign(pool, &current, &supply);
+        let mut written = 0;
+        for (e, promise) in waiting.iter().zip(promises) {
+            let status = NetworkEndpointNeedStatus { arrival: Some(arrival(e).to_string()), promise, message: None };
+            if e.status.as_ref() == Some(&status) {
+                continue;
+            }
+            let name = e.metadata.name.clone().unwrap();
+            written += usize::from(status.promise.is_some());
+            let rv = self.bump_entry(&mut st, &name);
+            if let Some(stored) = st.entries.get_mut(&name) {
+                stored.status = Some(status);
+                stored.metadata.resource_version = Some(rv.to_string());
+            }
+        }
+        written
+    }
+
+    /// Serves holds and the queue of `set`'s pool whenever the store
+    /// changes, until the task is aborted.
+    pub fn spawn_queue_controller(
+        self: &std::sync::Arc<Self>,
+        pool: &str,
+        set: crate::allocator::RangeSet,
+    ) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        let pool = pool.to_string();
+        tokio::spawn(async move {
+            loop {
+                let changed = me.changes();
+                me.serve_holds();
+                me.serve_queue(&pool, &set);
+                changed.await;
+            }
+        })
+    }
+
+    fn bump_entry(&self, st: &mut State, name: &str) -> u64 {
+        st.rv += 1;
+        st.entry_change.insert(name.to_string(), st.rv);
+        self.changed.notify_waiters();
+        st.rv
     }
 
     /// Creates (or replaces) Pod `namespace`/`name` bound to `node`.
@@ -415,9 +505,15 @@ impl MemStore {
     }
 }
 
-/// The shard views of `pool` computed from the objects.
+/// The shard views of `pool` computed from the objects; a promised address
+/// counts as leased, as the controller writes it.
 fn shards_of(st: &State, pool: &str) -> BTreeMap<IpAddr, ShardView> {
     let mut out: BTreeMap<IpAddr, ShardView> = BTreeMap::new();
+    for e in st.entries.values().filter(|e| e.spec.pool == pool) {
+        if let Some(ip) = e.status.as_ref().and_then(|s| s.promise.as_ref()).and_then(|p| p.ip.parse::<IpAddr>().ok()) {
+            out.entry(shard_first(ip)).or_default().leased.set(shard_index(ip));
+        }
+    }
     for ep in st.objects.values().filter(|o| o.spec.pool == pool && o.spec.incarnation.is_none()) {
         let Some(ip) = ep.ip() else { continue };
         let v = out.entry(shard_first(ip)).or_default();
@@ -579,17 +675,65 @@ impl Signals for MemStore {
         let kind = regarding.kind.unwrap_or_default();
         self.state.lock().unwrap().events.push((format!("{kind}/{reason}"), note));
     }
+}
 
-    async fn raise_need(&self, need: &NetworkEndpointNeedSpec) {
-        self.call("raise_need");
+impl Queue for MemStore {
+    async fn join(&self, entry: &NetworkEndpointNeed) -> Result<Option<NetworkEndpointNeed>> {
+        self.enter("join").await?;
         let mut st = self.state.lock().unwrap();
-        st.needs.insert(format!("{}.{}", need.pool, need.node), need.clone());
-        self.changed.notify_waiters();
+        let name = entry.metadata.name.clone().unwrap();
+        if st.entries.contains_key(&name) {
+            return Ok(None);
+        }
+        let mut e = entry.clone();
+        st.uid_seq += 1;
+        e.metadata.uid = Some(format!("entry-uid-{}", st.uid_seq));
+        e.metadata.creation_timestamp = Some(self.stamp());
+        let rv = self.bump_entry(&mut st, &name);
+        e.metadata.resource_version = Some(rv.to_string());
+        st.entries.insert(name, e.clone());
+        Ok(Some(e))
     }
 
-    async fn drop_need(&self, pool: &str, node: &str) {
-        self.call("drop_need");
-        self.state.lock().unwrap().needs.remove(&format!("{pool}.{node}"));
-        self.changed.notify_waiters();
+    async fn entry(&self, name: &str) -> Result<Option<NetworkEndpointNeed>> {
+        self.enter("get_entry").await?;
+        Ok(self.state.lock().unwrap().entries.get(name).cloned())
+    }
+
+    async fn next_entry_change(
+        &self,
+        name: &str,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Change<NetworkEndpointNeed>> {
+        self.enter("watch_entry").await?;
+        let since: u64 = resource_version.parse().unwrap_or(0);
+        let until = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.changes();
+            {
+                let st = self.state.lock().unwrap();
+                if st.entry_change.get(name).is_some_and(|rv| *rv > since) {
+                    return Ok(match st.entries.get(name) {
+                        Some(o) => Change::Changed(Box::new(o.clone())),
+                        None => Change::Gone,
+                    });
+                }
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(until) => return Ok(Change::Quiet),
+            }
+        }
+    }
+
+    async fn leave(&self, name: &str, uid: &str) -> Result<()> {
+        self.enter("leave").await?;
+        let mut st = self.state.lock().unwrap();
+        if st.entries.get(name).is_some_and(|e| e.metadata.uid.as_deref() == Some(uid)) {
+            st.entries.remove(name);
+            self.bump_entry(&mut st, name);
+        }
+        Ok(())
     }
 }

@@ -1,11 +1,12 @@
-//! Every Kubernetes call the plugin makes, behind four narrow traits, one
+//! Every Kubernetes call the plugin makes, behind five narrow traits, one
 //! per role:
 //! - [`Leases`]: the NetworkEndpoints themselves, touched by name only
 //!   (create, get, delete, patch, a watch of one name); the one list, by
 //!   container ID, serves only a DEL or CHECK whose node-local record is lost;
 //! - [`Summaries`]: the shard and pool summaries the controller writes;
 //! - [`Cluster`]: facts about the cluster (Nodes, Pods, claims, discovery);
-//! - [`Signals`]: Events and the need signal.
+//! - [`Queue`]: this ADD's entry in its pool's queue when the pool is full;
+//! - [`Signals`]: Events.
 //!
 //! [`kube::KubeStore`] implements them against the API server; the unit
 //! tests use an in-memory store (`mem.rs`) with the same 409 and finalizer
@@ -22,7 +23,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use netendpoint_crd::ipamclaim::IPAMClaim;
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeedSpec};
+use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed};
 use netendpoint_lease::summary::ShardView;
 
 use crate::error::Result;
@@ -36,11 +37,11 @@ pub enum Created {
     Taken,
 }
 
-/// The next change of one lease after a resourceVersion.
+/// The next change of one object (a lease, by default) after a resourceVersion.
 #[derive(Debug)]
-pub enum Change {
+pub enum Change<T = NetworkEndpoint> {
     /// The object changed; its new state.
-    Changed(Box<NetworkEndpoint>),
+    Changed(Box<T>),
     /// The object is gone (its name may already hold a successor).
     Gone,
     /// Nothing happened within the timeout, or the watch ended early.
@@ -121,19 +122,37 @@ pub trait Cluster {
     async fn probe(&self, pool: &str) -> Result<()>;
 }
 
-/// Events and the need signal. Best effort: failures are logged.
+/// The entries of the full-pool queue (`NetworkEndpointNeed`), by name: a
+/// waiting ADD creates its own, watches it for the address promised to it,
+/// and deletes it when it stops waiting.
+#[allow(async_fn_in_trait)]
+pub trait Queue {
+    /// Creates `entry`: `Some` (as stored, with its UID and
+    /// resourceVersion) once it is this ADD's, `None` if its name is taken.
+    async fn join(&self, entry: &NetworkEndpointNeed) -> Result<Option<NetworkEndpointNeed>>;
+    /// The entry `name`, if any.
+    async fn entry(&self, name: &str) -> Result<Option<NetworkEndpointNeed>>;
+    /// The first change of entry `name` after `resource_version`, waiting
+    /// at most `timeout` (a watch of that one name).
+    async fn next_entry_change(
+        &self,
+        name: &str,
+        resource_version: &str,
+        timeout: Duration,
+    ) -> Result<Change<NetworkEndpointNeed>>;
+    /// Deletes entry `name` whose UID is `uid`; gone already, or the name
+    /// holding another entry, is success.
+    async fn leave(&self, name: &str, uid: &str) -> Result<()>;
+}
+
+/// Events. Best effort: failures are logged.
 #[allow(async_fn_in_trait)]
 pub trait Signals {
     /// Records a Kubernetes Event about `regarding`.
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
-    /// Says that an ADD on `need.node` waits for an address of `need.pool`
-    /// (creates or replaces the `NetworkEndpointNeed` `<pool>.<node>`).
-    async fn raise_need(&self, need: &NetworkEndpointNeedSpec);
-    /// Withdraws this node's need for `pool`.
-    async fn drop_need(&self, pool: &str, node: &str);
 }
 
 /// Everything an invocation may call.
-pub trait Store: Leases + Summaries + Cluster + Signals {}
+pub trait Store: Leases + Summaries + Cluster + Queue + Signals {}
 
-impl<T: Leases + Summaries + Cluster + Signals> Store for T {}
+impl<T: Leases + Summaries + Cluster + Queue + Signals> Store for T {}

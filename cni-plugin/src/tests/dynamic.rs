@@ -148,33 +148,40 @@ async fn a_small_full_pool_without_a_controller_reads_names_and_waits() {
     no_list(&store);
 }
 
-/// The summaries are written at most every 250 ms: a small set's wait reads
-/// its names, so a release the summary does not show yet is found and
-/// watched by name, and the ADD gets the address as soon as the agent
-/// acknowledges, not at the controller's next write (which never comes here).
+/// A queued ADD is promised the release in progress and watches that one
+/// name: it gets the address as soon as the agent acknowledges, not at the
+/// controller's next summary, and with a handful of requests.
 #[tokio::test(start_paused = true)]
-async fn a_small_full_pools_wait_finds_a_release_the_summary_does_not_show_yet() {
+async fn a_queued_add_gets_its_promised_release_as_soon_as_it_ends() {
     let store = Arc::new(MemStore::new(T0, &["n1"]));
     let c = conf("10.0.0.0/29", json!({"waitForRelease": "8s"}));
     let names = fill(&store, &c, "n1", &[FIN]);
-    store.summaries(SummaryMode::Behind);
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
     store.release(&names[2]);
     let ack = ack_after(&store, &names[2], Duration::from_millis(300));
+    let before = store.total_calls();
     let started = tokio::time::Instant::now();
     let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
     ack.await.unwrap();
+    controller.abort();
     assert_eq!(ip_of(&r), "10.0.0.4");
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(300), "not before the agent's ack");
-    assert!(waited < Duration::from_millis(400), "as soon as the release ended, not later: {waited:?}");
+    assert!(waited < Duration::from_millis(310), "as soon as the release ended: {waited:?}");
+    let requests = store.total_calls() - before;
+    assert!(requests <= 14, "{requests} requests: search, join, promise, watch, create, leave");
+    assert!(store.entries().is_empty(), "the entry is gone with the wait");
     no_list(&store);
 }
 
+/// The replacement's ADD comes before the old Pod's DEL: it waits in the
+/// queue, and the address the DEL frees (no finalizer) is promised to it at once.
 #[tokio::test(start_paused = true)]
 async fn a_full_pool_waits_for_a_release_that_has_not_begun_yet() {
     let store = Arc::new(MemStore::new(T0, &["n1"]));
     let c = conf("10.0.0.0/29", json!({"waitForRelease": "5s"}));
     let names = fill(&store, &c, "n1", &[]);
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
     let late = store.clone();
     let victim = names[2].clone();
     // The old pod's DEL comes 1.5 s after the replacement's ADD, as under kubelet.
@@ -182,9 +189,12 @@ async fn a_full_pool_waits_for_a_release_that_has_not_begun_yet() {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         late.release(&victim);
     });
+    let started = tokio::time::Instant::now();
     let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
     assert_eq!(ip_of(&r), "10.0.0.4");
+    assert!(started.elapsed() < Duration::from_millis(1510), "at the DEL: {:?}", started.elapsed());
     del.await.unwrap();
+    controller.abort();
     // And with no release at all, a clear exhaustion error after the wait.
     let e = add(&*store, &c, &who("other"), &LocalState::none()).await.unwrap_err();
     assert_eq!(e.code(), 100);
@@ -245,9 +255,10 @@ async fn a_release_that_becomes_stuck_during_the_wait_is_forced_then() {
 }
 
 /// The default, `crossNode: controller`: an ADD never forces a release; it
-/// raises its node's need once, naming its Pod, and withdraws it after.
+/// joins the pool's queue with an entry of its own, naming its Pod,
+/// sandbox, family and deadline, and deletes it when the wait ends.
 #[tokio::test(start_paused = true)]
-async fn with_cross_node_controller_an_add_forces_nothing_and_raises_its_need() {
+async fn with_cross_node_controller_an_add_forces_nothing_and_joins_the_queue() {
     let store = Arc::new(MemStore::new(T0, &["n1"]));
     let holder = conf("10.0.0.0/29", json!({"forceReleaseAfter": "1s"}));
     let names = fill(&store, &holder, "gone", &[FIN]);
@@ -257,19 +268,27 @@ async fn with_cross_node_controller_an_add_forces_nothing_and_raises_its_need() 
     let watcher = store.clone();
     let seen = tokio::spawn(async move {
         loop {
-            let needs = watcher.needs();
-            if !needs.is_empty() {
-                return needs;
+            let entries = watcher.entries();
+            if !entries.is_empty() {
+                return entries;
             }
             watcher.changes().await;
         }
     });
     let e = add(&*store, &c, &who("a"), &LocalState::none()).await.unwrap_err();
     assert_eq!(e.code(), 100, "{e}");
-    let needs = tokio::time::timeout(Duration::from_secs(1), seen).await.unwrap().unwrap();
-    let need = &needs["p.n1"];
-    assert_eq!((need.pool.as_str(), need.node.as_str(), need.pod.uid.as_str()), ("p", "n1", "uid-a"));
-    assert!(store.needs().is_empty(), "withdrawn when the wait ended");
+    assert!(e.to_string().contains("in the pool's queue as NetworkEndpointNeed p.n1."), "{e}");
+    let entries = tokio::time::timeout(Duration::from_secs(1), seen).await.unwrap().unwrap();
+    let (name, entry) = entries.iter().next().unwrap();
+    let spec = &entry.spec;
+    assert_eq!(*name, netendpoint_crd::need_name("p", "n1", spec.slot));
+    assert_eq!((spec.pool.as_str(), spec.node.as_str(), spec.pod.uid.as_str()), ("p", "n1", "uid-a"));
+    assert_eq!((spec.container_id.as_deref(), spec.if_name.as_deref()), (Some("a"), Some("eth0")));
+    assert_eq!(spec.ip_family, Some(netendpoint_crd::IpFamily::IPv4));
+    let deadline = spec.deadline.as_ref().unwrap().0;
+    let created = entry.metadata.creation_timestamp.as_ref().unwrap().0;
+    assert!(deadline.duration_since(created).as_secs() <= 5, "the deadline is the wait's end");
+    assert!(store.entries().is_empty(), "deleted when the wait ended");
     assert_eq!(store.object(&names[0]).unwrap().metadata.finalizers.unwrap(), [FIN], "stuck release not forced");
     assert_eq!(store.calls("patch"), 0);
     assert!(store.events().iter().all(|(r, _)| !r.ends_with("ForcedRelease")));
@@ -375,4 +394,170 @@ async fn a_spreading_add_never_skips_a_free_address_the_summary_shows() {
         let ip = ip_of(&r.unwrap_or_else(|e| panic!("racer-{n}: {e}")));
         assert_eq!(ip, netendpoint_lease::view::ip_from_name(&names[8]).unwrap().to_string(), "racer-{n}");
     }
+}
+
+/// Sandbox `cid` on node `node`.
+fn on(node: &str, cid: &str) -> crate::claim::Attachment {
+    let mut w = who(cid);
+    w.node = node.into();
+    w
+}
+
+/// Invariant 13: nine ADDs from three nodes wait in a full pool, arriving
+/// 100 ms apart; releases come one at a time. Each release goes to the
+/// waiter that has waited longest, so they are served in arrival order,
+/// each after one release, with a bounded number of requests.
+#[tokio::test(start_paused = true)]
+async fn waiters_from_several_nodes_are_served_in_arrival_order() {
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2", "n3"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "20s"}));
+    let names = fill(&store, &c, "old", &[FIN]);
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
+    let before = store.total_calls();
+    let waiters = (0..9).map(|i| {
+        let (store, c) = (store.clone(), c.clone());
+        let w = on(["n1", "n2", "n3"][i % 3], &format!("w{i}"));
+        async move {
+            tokio::time::sleep(Duration::from_millis(100 * i as u64)).await;
+            let r = add(&*store, &c, &w, &LocalState::none()).await;
+            (i, r.map(|r| ip_of(&r)), tokio::time::Instant::now())
+        }
+    });
+    // The old Pods go one at a time; the agent acknowledges each 50 ms later,
+    // and the replacements' own leases are released in turn.
+    let releaser = {
+        let store = store.clone();
+        let first = names.clone();
+        tokio::spawn(async move {
+            let mut next = first.into_iter();
+            for _ in 0..9 {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let name = match next.next() {
+                    Some(n) => n,
+                    None => {
+                        // A replacement leaves again (its Pod scaled away).
+                        let ep = store
+                            .objects()
+                            .into_iter()
+                            .find(|e| !e.is_releasing() && e.spec.container_id.starts_with('w'));
+                        let Some(ep) = ep else { continue };
+                        ep.metadata.name.unwrap()
+                    }
+                };
+                store.release(&name);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                store.ack(&name, FIN);
+            }
+        })
+    };
+    let mut served = Vec::new();
+    for (i, r, at) in futures::future::join_all(waiters).await {
+        assert!(r.is_ok(), "waiter {i}: {r:?}");
+        served.push((at, i));
+    }
+    releaser.await.unwrap();
+    controller.abort();
+    served.sort();
+    let order: Vec<usize> = served.iter().map(|(_, i)| *i).collect();
+    assert_eq!(order, (0..9).collect::<Vec<_>>(), "served in arrival order");
+    let per_waiter = (store.total_calls() - before) as f64 / 9.0;
+    assert!(per_waiter <= 14.0, "{per_waiter} requests per waiting ADD");
+    assert!(store.entries().is_empty());
+    no_list(&store);
+}
+
+/// A release promised to the first waiter is not taken by an ADD that
+/// comes later: the summaries count a promised address as leased, so the
+/// later ADD waits behind it.
+#[tokio::test(start_paused = true)]
+async fn a_later_add_never_takes_a_promised_address() {
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "4s"}));
+    let names = fill(&store, &c, "old", &[FIN]);
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
+    store.release(&names[1]);
+    let (first_who, none) = (on("n1", "first"), LocalState::none());
+    let first = add(&*store, &c, &first_who, &none);
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(store.entries().values().any(|e| e.status.as_ref().is_some_and(|s| s.promise.is_some())), "promised");
+        let ack = ack_after(&store, &names[1], Duration::from_millis(100));
+        let later = add(&*store, &c, &on("n2", "later"), &LocalState::none()).await;
+        ack.await.unwrap();
+        later
+    };
+    let (first, later) = futures::future::join(first, later).await;
+    assert_eq!(ip_of(&first.unwrap()), "10.0.0.3", "the promised release went to the first waiter");
+    assert_eq!(later.unwrap_err().code(), 100, "the later ADD waited behind it");
+    controller.abort();
+}
+
+/// A waiter that gives up deletes its entry; the release promised to it
+/// goes to the next waiter in line (invariant 14: nothing outlives its ADD).
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_gives_up_passes_its_promise_to_the_next() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let short = conf("10.0.0.0/29", json!({"waitForRelease": "2s"}));
+    let long = conf("10.0.0.0/29", json!({"waitForRelease": "10s"}));
+    let names = fill(&store, &long, "old", &[FIN]);
+    let controller = store.spawn_queue_controller("p", long.range_sets[0].clone());
+    store.release(&names[0]);
+    let (impatient_who, none) = (who("impatient"), LocalState::none());
+    let impatient = add(&*store, &short, &impatient_who, &none);
+    let patient = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let ack = ack_after(&store, &names[0], Duration::from_secs(5));
+        let r = add(&*store, &long, &who("patient"), &LocalState::none()).await;
+        ack.await.unwrap();
+        r
+    };
+    let (impatient, patient) = futures::future::join(impatient, patient).await;
+    assert_eq!(impatient.unwrap_err().code(), 100);
+    assert_eq!(ip_of(&patient.unwrap()), "10.0.0.2");
+    assert!(store.entries().is_empty(), "both entries deleted");
+    controller.abort();
+}
+
+/// A watch of the entry that fails (429, 5xx) is retried within the wait:
+/// only time ends it.
+#[tokio::test(start_paused = true)]
+async fn watch_failures_of_the_entry_are_retried() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "8s"}));
+    let names = fill(&store, &c, "old", &[FIN]);
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
+    store.fail("watch_entry", crate::store::mem::Fault::Overloaded, 3);
+    store.release(&names[3]);
+    let ack = ack_after(&store, &names[3], Duration::from_secs(1));
+    let r = add(&*store, &c, &who("new"), &LocalState::none()).await.unwrap();
+    ack.await.unwrap();
+    controller.abort();
+    assert_eq!(ip_of(&r), "10.0.0.5");
+}
+
+/// A node's waiting ADDs take distinct slots, each its own entry.
+#[tokio::test(start_paused = true)]
+async fn a_nodes_waiting_adds_each_have_their_own_entry() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let c = conf("10.0.0.0/30", json!({"waitForRelease": "2s"}));
+    fill(&store, &c, "old", &[]);
+    let watcher = store.clone();
+    let most = tokio::spawn(async move {
+        let mut most = 0;
+        loop {
+            most = most.max(watcher.entries().len());
+            if most == 12 {
+                return most;
+            }
+            watcher.changes().await;
+        }
+    });
+    let adds = (0..12).map(|i| {
+        let (store, c) = (store.clone(), c.clone());
+        async move { add(&*store, &c, &who(&format!("s{i}")), &LocalState::none()).await }
+    });
+    let results = futures::future::join_all(adds).await;
+    assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.code() == 100)));
+    assert_eq!(tokio::time::timeout(Duration::from_secs(1), most).await.unwrap().unwrap(), 12);
+    assert!(store.entries().is_empty());
 }
