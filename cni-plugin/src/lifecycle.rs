@@ -119,6 +119,8 @@ pub async fn gc<S: Store>(
         return Ok(());
     };
     let keep: HashSet<(&str, &str)> = valid.iter().map(|a| (a.container_id.as_str(), a.if_name.as_str())).collect();
+    // Tombstones of containers the runtime no longer lists are no use.
+    local.prune_tombstones(|cid| keep.iter().any(|(c, _)| *c == cid));
     let kind = sightings_gc(&conf.network);
     let mut sightings = Sightings::from_map(local.sightings(&kind));
     let mut errors = Vec::new();
