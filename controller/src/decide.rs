@@ -11,9 +11,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
+use netendpoint_cni::allocator::RangeSet;
+
 use k8s_openapi::jiff::Timestamp;
-use netendpoint_crd::IncarnationRequest;
+use netendpoint_crd::{IncarnationRequest, IpFamily, NetworkEndpointNeedStatus};
 pub use netendpoint_lease::pools::Capacity;
+pub use netendpoint_lease::queue::Waiter;
+use netendpoint_lease::queue::{Supply, assign};
 pub use netendpoint_lease::view::{Hold, Lease, Sticky};
 use netendpoint_lease::{ReleaseState, Seen, Sightings, age_at_least, release_state};
 
@@ -25,6 +29,11 @@ pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
     }
     n.parse().ok()
 }
+
+/// How much of an incarnation request's wait must be left for the
+/// controller to create or accept it: the asking ADD sees the incarnation
+/// before it gives up, so none is ever made for a sandbox already gone.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
 
 /// An ADD that waits for an IP of `pool` (a `NetworkEndpointNeed` whose
 /// Pod the controller checked: it exists, is bound to the need's node and
@@ -72,8 +81,17 @@ pub struct World {
     pub nodes: HashSet<String>,
     /// UIDs of the Pod objects.
     pub pod_uids: HashSet<String>,
-    /// Waiting ADDs whose Pod was checked.
+    /// Waiting ADDs of older plugins (one entry per node and pool) whose Pod was checked.
     pub needs: Vec<Need>,
+    /// The queue entries of waiting ADDs, checked or not.
+    pub waiters: Vec<Waiter>,
+    /// The check of each entry's Pod, by entry UID: `Ok` when it waits for
+    /// its sandbox on the entry's node, else why not. An entry not checked
+    /// yet is neither served nor dropped.
+    pub believed: HashMap<String, Result<(), String>>,
+    /// The range sets of each pool whose network config is known: where
+    /// its free addresses are.
+    pub ranges: HashMap<String, Vec<RangeSet>>,
     /// Known capacities, by pool.
     pub capacity: HashMap<String, Capacity>,
     /// The StatefulSets, (namespace, name) → spec.replicas.
@@ -99,6 +117,9 @@ pub struct Settings {
     pub pod_gone_grace: Option<Duration>,
     /// The forced-release bound of leases without their own stamp.
     pub default_force_release_after: Duration,
+    /// How long a sticky claim must have had no Pod before pool pressure
+    /// may end its hold (`--pressure-after`).
+    pub pressure_after: Duration,
 }
 
 /// What earlier passes saw. Lost on restart or on a change of leader, which
@@ -116,6 +137,11 @@ pub struct Memory {
     surplus_claims: Sightings<(String, String)>,
     /// Needs already served.
     served: HashSet<String>,
+    /// The status last written into each queue entry (by UID), so that a
+    /// write the watch has not shown yet is not made again.
+    promised: HashMap<String, NetworkEndpointNeedStatus>,
+    /// The queue entries this pass promised nothing.
+    unserved: Vec<Waiter>,
     /// Objects already acted on (UIDs, with the incarnation for a hold's
     /// request), until they leave the snapshot.
     acted: HashSet<String>,
@@ -150,6 +176,18 @@ impl HoldEnd {
             Self::PoolPressure => "an ADD needs an IP of the pool and no other release can serve it",
         }
     }
+}
+
+/// The waiting ADD pool pressure ends a hold for: its entry (a queue
+/// entry's name and UID, or an older plugin's need as `name@resourceVersion`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PressureFor {
+    /// The entry's name.
+    pub entry: String,
+    /// Its UID, or for an older plugin's need the resourceVersion it was believed at.
+    pub version: String,
+    /// True for an entry of the queue (the executor reads a need otherwise).
+    pub queued: bool,
 }
 
 /// Why a release is forced.
@@ -207,6 +245,28 @@ pub enum Action {
         hold: Box<Hold>,
         /// Why.
         reason: HoldEnd,
+        /// For pool pressure: the waiting ADD it is ended for. The executor
+        /// reads that ADD's entry and the claim's Pod and StatefulSet from
+        /// the API server first, and ends nothing if any read fails or
+        /// shows the ADD served or the identity coming back.
+        for_waiter: Option<PressureFor>,
+    },
+    /// Write a queue entry's status: its arrival and the address promised to it.
+    Promise {
+        /// The entry.
+        waiter: Box<Waiter>,
+        /// Its new status.
+        status: NetworkEndpointNeedStatus,
+        /// Its place in its queue (from 1), and the queue's length.
+        place: (usize, usize),
+    },
+    /// Delete a queue entry: its Pod does not wait for its sandbox on its
+    /// node, or its deadline passed.
+    DropEntry {
+        /// The entry.
+        waiter: Box<Waiter>,
+        /// Why.
+        why: String,
     },
     /// Delete a releasing hold whose incarnation is gone.
     DeleteHold {
@@ -260,14 +320,22 @@ pub struct Decision {
 ///   (the action's executor checks the Pod and reads the previous
 ///   incarnation again before it creates); a previous incarnation stuck past
 ///   its own bound is forced for it;
-/// - a release is forced for a waiting ADD only when its need is still
-///   open, the release is at least its own bound old, and the family of
-///   its IP is full (when the capacity is known); one need forces at most
-///   one release, and never a hold or an incarnation;
+/// - each pool's queue is served in arrival order: every free address and
+///   release in progress of its family is promised to one waiting ADD at
+///   most, the one that waited longest ([`netendpoint_lease::queue::assign`]);
+///   an entry whose Pod is not waiting on its node, or whose deadline
+///   passed, is deleted;
+/// - a release is forced for a waiting ADD only when the release is promised
+///   to it (or, for an older plugin's need, its need is still open and the
+///   family of its IP is full), and it is at least its own bound old; never
+///   a hold or an incarnation;
 /// - a hold ends (is marked releasing, then deleted once its incarnation is
 ///   gone) when its claim is gone or holds another address (seen twice),
-///   when it had no incarnation for `stickyFor`, or, for a waiting ADD that
-///   no other release can serve, the oldest idle hold of the pool;
+///   or when it had no incarnation for `stickyFor`. Pool pressure ends one
+///   only for a waiting ADD that nothing else can serve, in a pool whose
+///   capacity is known and full, when the hold has been idle for
+///   `pressure_after` and its StatefulSet (if any) no longer wants its
+///   ordinal; the executor checks the ADD and the claim's Pod again first;
 /// - a StatefulSet Pod's claim is created for each ordinal below
 ///   `replicas` of each sticky network, and deleted (seen twice) when the
 ///   StatefulSet is gone or scaled below it.
@@ -277,6 +345,7 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
     pass.reclaim_vanished_nodes();
     pass.delete_leases_of_gone_pods();
     pass.serve_holds();
+    pass.serve_queue();
     pass.serve_needs();
     pass.end_holds();
     pass.end_legacy_holds();
@@ -404,6 +473,13 @@ impl Pass<'_> {
     fn serve_holds(&mut self) {
         for hold in self.world.holds.iter().filter(|h| !h.releasing) {
             let Some(request) = hold.pending.clone() else { continue };
+            // Nothing for an ADD that gives up before it could see it: the
+            // request's deadline (on the server clock) needs a margin left.
+            if let Some(d) = &request.deadline
+                && age_at_least(d.0, self.now) < DEADLINE_MARGIN
+            {
+                continue;
+            }
             let previous = hold.incarnation.as_ref().and_then(|(_, name)| self.lease_named(name)).cloned();
             match previous {
                 None => {
@@ -459,9 +535,109 @@ impl Pass<'_> {
         used as u128 >= cap.of(ip)
     }
 
-    /// For each open need, the oldest release past its bound that could
-    /// serve it (never a hold or an incarnation); failing that, when no
-    /// release at all is in progress, the oldest idle hold of the pool.
+    /// True if the family of `ip` in `pool` is known full: its capacity is
+    /// known and every address is leased or held. A pool whose capacity is
+    /// unknown is never full for ending a hold (invariant 15).
+    fn known_full(&self, pool: &str, ip: IpAddr) -> bool {
+        self.world.capacity.get(pool).is_some_and(|c| c.of(ip) > 0) && self.family_full(pool, Some(ip))
+    }
+
+    /// The releases in progress of `pool` in `family` that a waiting ADD may
+    /// be promised (never a hold's, an incarnation's or an older version's
+    /// sticky lease), the oldest first.
+    fn releases(&self, pool: &str, family: IpFamily) -> Vec<(IpAddr, String)> {
+        let mut out: Vec<&Lease> = self
+            .world
+            .leases
+            .iter()
+            .filter(|l| l.pool == pool && l.releasing_since.is_some() && l.incarnation.is_none() && !l.is_held())
+            .filter(|l| l.ip.is_some_and(|ip| IpFamily::of(ip) == family))
+            .collect();
+        out.sort_by(|a, b| (a.releasing_since, &a.name).cmp(&(b.releasing_since, &b.name)));
+        out.into_iter().filter_map(|l| Some((l.ip?, l.name.clone()))).collect()
+    }
+
+    /// Up to `n` addresses of `pool` in `family` that no lease or hold
+    /// holds, when the pool's ranges are known.
+    fn free_addresses(&self, pool: &str, family: IpFamily, n: usize) -> Vec<IpAddr> {
+        let Some(sets) = self.world.ranges.get(pool) else { return Vec::new() };
+        let taken: HashSet<IpAddr> = self
+            .world
+            .leases
+            .iter()
+            .filter(|l| l.pool == pool && l.incarnation.is_none())
+            .filter_map(|l| l.ip)
+            .chain(self.world.holds.iter().filter(|h| h.pool == pool).map(|h| h.ip))
+            .collect();
+        sets.iter()
+            .filter(|s| s.ranges.first().is_some_and(|r| IpFamily::of(r.start) == family))
+            .flat_map(|s| s.candidates(None))
+            .filter(|ip| !taken.contains(ip))
+            .take(n)
+            .collect()
+    }
+
+    /// Serves each pool's queue in arrival order: promises its free
+    /// addresses and its releases in progress ([`assign`]), forces a
+    /// promised release that outlived its bound, and deletes the entries
+    /// whose Pod does not wait on their node or whose deadline passed.
+    fn serve_queue(&mut self) {
+        let now = self.now;
+        let mut queues: BTreeMap<(String, IpFamily), Vec<Waiter>> = BTreeMap::new();
+        for w in &self.world.waiters {
+            let why = match self.world.believed.get(&w.uid) {
+                None => continue,
+                Some(Err(why)) => Some(why.clone()),
+                Some(Ok(())) if w.deadline <= now => Some("its deadline passed: the ADD no longer waits".to_string()),
+                Some(Ok(())) => None,
+            };
+            match why {
+                Some(why) => {
+                    let action = Action::DropEntry { waiter: Box::new(w.clone()), why };
+                    self.act(format!("{}#drop", w.uid), action);
+                }
+                None => queues.entry((w.pool.clone(), w.family)).or_default().push(w.clone()),
+            }
+        }
+        self.memory.promised.retain(|uid, _| self.world.waiters.iter().any(|w| &w.uid == uid));
+        self.memory.unserved.clear();
+        for ((pool, family), mut queue) in queues {
+            queue.sort_by_key(|w| w.arrival);
+            let supply = Supply { free: self.free_addresses(&pool, family, queue.len()), releasing: self.releases(&pool, family) };
+            let current: Vec<Option<&netendpoint_crd::Promise>> = queue.iter().map(Waiter::promise).collect();
+            let promises = assign(&pool, &current, &supply);
+            let n = queue.len();
+            for (i, (w, promise)) in queue.iter().zip(promises).enumerate() {
+                if let Some(lease) = promise.as_ref().filter(|p| p.releasing).and_then(|p| self.lease_named(&p.lease)).cloned() {
+                    match self.state_of(&lease) {
+                        ReleaseState::Stuck { age, bound } => {
+                            let why = ForceFor::Need(w.name.clone());
+                            self.act(lease.uid.clone(), Action::Force { lease, age, bound, why });
+                        }
+                        ReleaseState::Young { left: Some(left) } => self.soonest(left),
+                        _ => {}
+                    }
+                }
+                if promise.is_none() {
+                    self.memory.unserved.push(w.clone());
+                }
+                let status = NetworkEndpointNeedStatus { arrival: Some(w.arrival.to_string()), promise, message: None };
+                let written = self.memory.promised.get(&w.uid);
+                if w.status != status && written != Some(&status) {
+                    self.memory.promised.insert(w.uid.clone(), status.clone());
+                    self.decision.actions.push(Action::Promise { waiter: Box::new(w.clone()), status, place: (i + 1, n) });
+                }
+            }
+            if let Some(w) = queue.first() {
+                self.soonest(age_at_least(w.deadline, now).max(Duration::from_secs(1)));
+            }
+        }
+    }
+
+    /// For each open need of an older plugin, the oldest release past its
+    /// bound that could serve it (never a hold or an incarnation); failing
+    /// that, when no release at all is in progress, pool pressure. Then pool
+    /// pressure for the first waiting ADD of each queue that nothing serves.
     fn serve_needs(&mut self) {
         let now = self.now;
         let open: Vec<Need> = self
@@ -513,13 +689,74 @@ impl Pass<'_> {
             if any_release {
                 continue;
             }
-            if let Some(hold) = self.oldest_idle_hold(&need.pool) {
+            let (entry, version) = need.key.rsplit_once('@').unwrap_or((need.key.as_str(), ""));
+            let why = PressureFor { entry: entry.to_string(), version: version.to_string(), queued: false };
+            if self.pressure(&need.pool, None, why) {
                 self.memory.served.insert(need.key.clone());
-                self.act(hold.uid.clone(), Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure });
-            } else if let Some(lease) = self.oldest_legacy_hold(&need.pool) {
-                self.memory.served.insert(need.key.clone());
-                self.act(lease.uid.clone(), Action::EndLegacyHold { lease, reason: HoldEnd::PoolPressure });
             }
+        }
+        let unserved = std::mem::take(&mut self.memory.unserved);
+        let mut pressed: HashSet<(String, IpFamily)> = HashSet::new();
+        for w in &unserved {
+            if !pressed.insert((w.pool.clone(), w.family)) {
+                continue;
+            }
+            // The queue promised it nothing: every free address and release
+            // went to a waiter before it, so nothing else can serve it.
+            let why = PressureFor { entry: w.name.clone(), version: w.uid.clone(), queued: true };
+            self.pressure(&w.pool, Some(w.family), why);
+        }
+        self.memory.unserved = unserved;
+    }
+
+    /// Ends, for `why`, the hold of `pool` (in `family`, if given) that has
+    /// been idle longest, if one may be ended by pressure: the family is
+    /// known full, the hold has been idle for `pressure_after`, and no
+    /// StatefulSet still wants its ordinal. True if one was chosen (the
+    /// executor still checks the waiting ADD and the claim's Pod first).
+    fn pressure(&mut self, pool: &str, family: Option<IpFamily>, why: PressureFor) -> bool {
+        let ripe = self.secs() - i64::try_from(self.settings.pressure_after.as_secs()).unwrap_or(i64::MAX);
+        let idle_since = |h: &Hold| self.memory.holds_idle.remembered().get(&h.uid).copied();
+        let hold = self
+            .world
+            .holds
+            .iter()
+            .filter(|h| h.pool == pool && family.is_none_or(|f| f == IpFamily::of(h.ip)))
+            .filter(|h| !h.releasing && self.idle(h) && !self.memory.acted.contains(&h.uid))
+            .filter(|h| idle_since(h).is_some_and(|t| t <= ripe))
+            .filter(|h| self.known_full(pool, h.ip) && !self.ordinal_wanted(h))
+            .min_by_key(|h| idle_since(h).unwrap_or(i64::MAX))
+            .cloned();
+        if let Some(hold) = hold {
+            let uid = hold.uid.clone();
+            let action = Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure, for_waiter: Some(why) };
+            self.act(uid, action);
+            return true;
+        }
+        let legacy = self.oldest_legacy_hold(pool).filter(|l| {
+            l.releasing_since.is_some_and(|t| t.as_second() <= ripe) && l.ip.is_some_and(|ip| self.known_full(pool, ip))
+        });
+        if let Some(lease) = legacy {
+            self.act(lease.uid.clone(), Action::EndLegacyHold { lease, reason: HoldEnd::PoolPressure });
+            return true;
+        }
+        false
+    }
+
+    /// True when `hold` is a StatefulSet claim's whose StatefulSet still
+    /// wants its ordinal (and is not scaled to 0), or when the StatefulSets
+    /// are not known: its Pod is coming back.
+    fn ordinal_wanted(&self, hold: &Hold) -> bool {
+        let key = (hold.claim.namespace.clone(), hold.claim.name.clone());
+        let Some(sts) = self.world.claims.get(&key).and_then(|c| c.statefulset.clone()) else { return false };
+        if !self.world.statefulsets_known {
+            return true;
+        }
+        let pod = hold.claim.name.strip_suffix(&format!(".{}", hold.pool)).unwrap_or(&hold.claim.name);
+        match (self.world.statefulsets.get(&(hold.claim.namespace.clone(), sts.clone())), ordinal(&sts, pod)) {
+            (Some(replicas), Some(o)) => *replicas > 0 && o < *replicas,
+            (Some(_), None) => true,
+            (None, _) => false,
         }
     }
 
@@ -531,16 +768,6 @@ impl Pass<'_> {
             .and_then(|(_, name)| self.lease_named(name))
             .is_some_and(|l| l.releasing_since.is_none());
         !current_live && hold.pending.is_none()
-    }
-
-    fn oldest_idle_hold(&self, pool: &str) -> Option<Hold> {
-        self.world
-            .holds
-            .iter()
-            .filter(|h| h.pool == pool && !h.releasing && self.idle(h) && !self.memory.acted.contains(&h.uid))
-            .filter(|h| self.family_full(pool, Some(h.ip)))
-            .min_by_key(|h| self.memory.holds_idle.remembered().get(&h.uid).copied().unwrap_or(i64::MAX))
-            .cloned()
     }
 
     fn oldest_legacy_hold(&self, pool: &str) -> Option<Lease> {
@@ -578,7 +805,7 @@ impl Pass<'_> {
                 {
                     self.act(
                         hold.uid.clone(),
-                        Action::ReleaseHold { hold: Box::new(hold.clone()), reason: HoldEnd::Expired },
+                        Action::ReleaseHold { hold: Box::new(hold.clone()), reason: HoldEnd::Expired, for_waiter: None },
                     );
                     continue;
                 }
@@ -596,7 +823,7 @@ impl Pass<'_> {
             if let Some(r) = reason {
                 let seen = self.memory.evidence.see((hold.uid.clone(), r), now);
                 if seen.repeated {
-                    self.act(hold.uid.clone(), Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r });
+                    self.act(hold.uid.clone(), Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r, for_waiter: None });
                 } else {
                     self.soonest(Duration::from_secs(1));
                 }

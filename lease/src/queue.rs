@@ -20,7 +20,77 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
-use netendpoint_crd::{Promise, endpoint_name};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use netendpoint_crd::{IpFamily, NetworkEndpointNeed, NetworkEndpointNeedStatus, PodRef, Promise, endpoint_name};
+
+/// Slack added to an entry's announced wait, for the whole-second
+/// creation timestamp and the plugin's reading of the server clock.
+pub const DEADLINE_SLACK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One waiting ADD's entry as the controller and `kubectl netendpoint`
+/// read it (entries of older plugins, without a slot, are not in the queue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    /// The entry's name.
+    pub name: String,
+    /// Its UID: the precondition of every write.
+    pub uid: String,
+    /// The full pool.
+    pub pool: String,
+    /// The family it waits for.
+    pub family: IpFamily,
+    /// The node of the waiting ADD.
+    pub node: String,
+    /// Its Pod.
+    pub pod: PodRef,
+    /// Its sandbox and interface.
+    pub container_id: String,
+    /// Its interface.
+    pub if_name: String,
+    /// Its place in the queue (see [`arrival_of`]).
+    pub arrival: u128,
+    /// When the entry was created.
+    pub created: Timestamp,
+    /// When the ADD stops waiting: its own deadline, and never later than
+    /// its creation plus the wait it announced (and [`DEADLINE_SLACK`]).
+    pub deadline: Timestamp,
+    /// Its status as read.
+    pub status: NetworkEndpointNeedStatus,
+}
+
+impl Waiter {
+    /// The view of a queue entry; `None` for an entry of an older plugin
+    /// or one without a UID, a creation time or an arrival.
+    pub fn of(e: &NetworkEndpointNeed) -> Option<Self> {
+        let spec = &e.spec;
+        spec.slot?;
+        let status = e.status.clone().unwrap_or_default();
+        let arrival = status.arrival.as_deref().or(e.metadata.resource_version.as_deref()).and_then(arrival_of)?;
+        let created = e.metadata.creation_timestamp.as_ref()?.0;
+        let announced = std::time::Duration::from_secs(u64::from(spec.wait_seconds)) + DEADLINE_SLACK;
+        let latest = created.checked_add(SignedDuration::try_from(announced).ok()?).ok()?;
+        let deadline = spec.deadline.as_ref().map_or(latest, |d| d.0.min(latest));
+        Some(Waiter {
+            name: e.metadata.name.clone()?,
+            uid: e.metadata.uid.clone()?,
+            pool: spec.pool.clone(),
+            family: spec.ip_family?,
+            node: spec.node.clone(),
+            pod: spec.pod.clone(),
+            container_id: spec.container_id.clone()?,
+            if_name: spec.if_name.clone()?,
+            arrival,
+            created,
+            deadline,
+            status,
+        })
+    }
+
+    /// The address promised to it, if any.
+    pub fn promise(&self) -> Option<&Promise> {
+        self.status.promise.as_ref()
+    }
+}
 
 /// An entry's arrival: the resourceVersion of its creation, as a number
 /// (`None` when it is not a resource version the API server would write).

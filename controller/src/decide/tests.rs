@@ -2,7 +2,9 @@
 //! builders (`Lease::test("10.0.0.1").releasing_since(0, 30)`).
 
 use super::*;
-use netendpoint_crd::{ClaimRef, NetworkEndpoint, NetworkEndpointSpec, NetworkEndpointStatus, PodRef, Role};
+use netendpoint_crd::{
+    ClaimRef, IpFamily, NetworkEndpoint, NetworkEndpointNeedStatus, NetworkEndpointSpec, NetworkEndpointStatus, PodRef, Role,
+};
 
 const T0: &str = "2026-01-01T00:00:00Z";
 
@@ -98,6 +100,7 @@ fn hold(ip: &str, current: u32, asked: Option<u32>) -> Hold {
             if_name: "eth0".into(),
             pod: PodRef { namespace: "ns".into(), name: "web-0".into(), uid: format!("u{k}") },
             accepted: false,
+            deadline: None,
         });
     }
     ep.status = Some(status);
@@ -109,6 +112,7 @@ fn settings() -> Settings {
         vanished_node_grace: Duration::from_secs(60),
         pod_gone_grace: Some(Duration::from_secs(900)),
         default_force_release_after: Duration::from_secs(600),
+        pressure_after: Duration::from_secs(120),
     }
 }
 
@@ -145,7 +149,12 @@ fn kinds(d: &Decision) -> Vec<String> {
             Action::EndLegacyHold { lease, reason } => format!("end legacy hold {} {reason:?}", lease.name),
             Action::CreateIncarnation { hold, request } => format!("create {}-{}", hold.name, request.incarnation),
             Action::AcceptIncarnation { hold, request } => format!("accept {}-{}", hold.name, request.incarnation),
-            Action::ReleaseHold { hold, reason } => format!("release hold {} {reason:?}", hold.name),
+            Action::ReleaseHold { hold, reason, .. } => format!("release hold {} {reason:?}", hold.name),
+            Action::Promise { waiter, status, place } => match &status.promise {
+                Some(p) => format!("promise {}{} to {} ({}/{})", p.ip, if p.releasing { "~" } else { "" }, waiter.name, place.0, place.1),
+                None => format!("queue {} ({}/{})", waiter.name, place.0, place.1),
+            },
+            Action::DropEntry { waiter, why } => format!("drop {} ({why})", waiter.name),
             Action::DeleteHold { hold } => format!("delete hold {}", hold.name),
             Action::CreateClaim { namespace, name, .. } => format!("create claim {namespace}/{name}"),
             Action::DeleteClaim { namespace, name, .. } => format!("delete claim {namespace}/{name}"),
@@ -363,7 +372,7 @@ fn a_hold_without_an_incarnation_ends_after_sticky_for_and_a_live_one_never_does
 }
 
 #[test]
-fn pool_pressure_ends_the_oldest_idle_hold_only_when_no_other_release_can_serve() {
+fn pool_pressure_ends_the_oldest_hold_idle_for_pressure_after_only_when_no_other_release_can_serve() {
     let s = settings();
     let mut w = world(vec![Lease::test("10.0.0.3")]);
     w.holds = vec![hold("10.0.0.1", 1, None), hold("10.0.0.2", 1, None)];
@@ -375,19 +384,157 @@ fn pool_pressure_ends_the_oldest_idle_hold_only_when_no_other_release_can_serve(
     decide(&w, &s, &mut m, t(0));
     w.holds.push(idle_first);
     decide(&w, &s, &mut m, t(10));
-    // No need: holds stay. A need: the oldest idle hold ends, once per need.
-    w.needs = vec![need("a", 1000)];
-    assert_eq!(kinds(&decide(&w, &s, &mut m, t(20))), ["release hold p.10.0.0.2 PoolPressure"]);
-    assert!(decide(&w, &s, &mut m, t(21)).actions.is_empty());
+    // No need: holds stay. A need while both are younger than pressureAfter: still nothing.
+    w.needs = vec![need("a@1", 10_000)];
+    assert!(decide(&w, &s, &mut m, t(20)).actions.is_empty(), "a hold idle for 20 s is a recreation, not a leak");
+    // Once idle for pressureAfter, the oldest idle hold ends, once per need.
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(121))), ["release hold p.10.0.0.2 PoolPressure"]);
+    assert!(decide(&w, &s, &mut m, t(122)).actions.is_empty());
     // Another release in progress can serve it: no hold ends.
     let mut w2 = world(vec![Lease::test("10.0.0.3").releasing_since(90, 600)]);
     w2.holds = vec![hold("10.0.0.1", 1, None)];
-    w2.needs = vec![need("a", 1000)];
-    assert!(decide(&w2, &s, &mut Memory::default(), t(100)).actions.is_empty());
-    // A family with room: no hold ends.
-    w.capacity.insert("p".into(), Capacity { v4: 4, v6: 0 });
-    w.needs = vec![need("b", 1000)];
-    assert!(decide(&w, &s, &mut Memory::default(), t(100)).actions.is_empty());
+    w2.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
+    w2.needs = vec![need("a@1", 10_000)];
+    let mut m2 = Memory::default();
+    decide(&w2, &s, &mut m2, t(0));
+    assert!(decide(&w2, &s, &mut m2, t(500)).actions.is_empty());
+    // A family with room, or a capacity nobody knows: no hold ends.
+    for cap in [Some(Capacity { v4: 4, v6: 0 }), None] {
+        let mut w3 = world(vec![Lease::test("10.0.0.3")]);
+        w3.holds = vec![hold("10.0.0.1", 1, None), hold("10.0.0.2", 1, None)];
+        w3.holds[0].incarnation = None;
+        w3.holds[1].incarnation = None;
+        if let Some(c) = cap {
+            w3.capacity.insert("p".into(), c);
+        }
+        let mut m3 = Memory::default();
+        decide(&w3, &s, &mut m3, t(0));
+        w3.needs = vec![need("b@1", 10_000)];
+        assert!(decide(&w3, &s, &mut m3, t(500)).actions.is_empty(), "{cap:?}");
+    }
+}
+
+#[test]
+fn pool_pressure_spares_the_hold_of_an_ordinal_its_statefulset_still_wants() {
+    let s = settings();
+    let mut w = world(vec![Lease::test("10.0.0.3"), Lease::test("10.0.0.2")]);
+    w.holds = vec![hold("10.0.0.1", 0, None)];
+    w.holds[0].pending = None;
+    w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
+    w.claims_known = true;
+    let sts = ClaimFacts { uid: "k1".into(), ips: vec![], statefulset: Some("web".into()), network: "net".into() };
+    w.claims.insert(("ns".into(), "web-0.p".into()), sts);
+    w.statefulsets_known = true;
+    w.statefulsets.insert(("ns".into(), "web".into()), 1);
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    w.needs = vec![need("a@1", 100_000)];
+    assert!(decide(&w, &s, &mut m, t(10_000)).actions.is_empty(), "web still wants ordinal 0");
+    w.statefulsets.insert(("ns".into(), "web".into()), 0);
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(10_001))), ["release hold p.10.0.0.1 PoolPressure"], "scaled to 0");
+}
+
+/// A queue entry of node `node`, arrived `arrival`, with its own deadline.
+fn waiter(name: &str, arrival: u128, deadline: i64) -> Waiter {
+    Waiter {
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        pool: "p".into(),
+        family: IpFamily::IPv4,
+        node: "n1".into(),
+        pod: PodRef { namespace: "ns".into(), name: format!("pod-{name}"), uid: format!("pod-{name}") },
+        container_id: format!("c-{name}"),
+        if_name: "eth0".into(),
+        arrival,
+        created: t(0),
+        deadline: t(deadline),
+        status: NetworkEndpointNeedStatus::default(),
+    }
+}
+
+fn ranges(cidr: &str) -> Vec<netendpoint_cni::allocator::RangeSet> {
+    let conf = netendpoint_cni::config::IpamConfig::parse(&serde_json::json!({"ranges": [[{"subnet": cidr}]]}), "net");
+    conf.unwrap().range_sets
+}
+
+#[test]
+fn the_queue_is_served_in_arrival_order_and_entries_nobody_waits_for_are_dropped() {
+    let s = settings();
+    // A /29 holds .2 to .6; .3 and .5 are being released, the others leased.
+    let mut w = world(vec![
+        Lease::test("10.0.0.2"),
+        Lease::test("10.0.0.3").releasing_since(10, 600),
+        Lease::test("10.0.0.4"),
+        Lease::test("10.0.0.5").releasing_since(5, 600),
+        Lease::test("10.0.0.6"),
+    ]);
+    w.ranges.insert("p".into(), ranges("10.0.0.0/29"));
+    // Arrivals, not names, order the queue; a later arrival may have a smaller name.
+    w.waiters = vec![waiter("z-first", 100, 60), waiter("a-second", 105, 60), waiter("m-third", 110, 60)];
+    w.waiters.push(waiter("gone-pod", 90, 60));
+    w.waiters.push(waiter("late", 95, 30));
+    w.waiters.push(waiter("unchecked", 80, 60));
+    for x in ["z-first", "a-second", "m-third", "late"] {
+        w.believed.insert(format!("uid-{x}"), Ok(()));
+    }
+    w.believed.insert("uid-gone-pod".into(), Err("its Pod does not exist".into()));
+    let mut m = Memory::default();
+    assert_eq!(
+        kinds(&decide(&w, &s, &mut m, t(40))),
+        [
+            "drop gone-pod (its Pod does not exist)",
+            "drop late (its deadline passed: the ADD no longer waits)",
+            "promise 10.0.0.5~ to z-first (1/3)",
+            "promise 10.0.0.3~ to a-second (2/3)",
+            "queue m-third (3/3)",
+        ],
+        "the oldest release to the first arrival; nothing for an entry not checked yet"
+    );
+    assert!(decide(&w, &s, &mut m, t(41)).actions.is_empty(), "written once, though the watch is behind");
+    // .5's release ends: it is free now, and stays z-first's; .4 is released and goes to m-third.
+    w.leases.retain(|l| l.name != "p.10.0.0.5");
+    w.leases[2] = Lease::test("10.0.0.4").releasing_since(41, 600);
+    for x in &mut w.waiters {
+        x.status = m.promised.get(&x.uid).cloned().unwrap_or_default();
+    }
+    assert_eq!(
+        kinds(&decide(&w, &s, &mut m, t(42))),
+        ["promise 10.0.0.5 to z-first (1/3)", "promise 10.0.0.4~ to m-third (3/3)"]
+    );
+}
+
+#[test]
+fn a_promised_release_past_its_bound_is_forced_for_its_waiter_and_a_young_one_is_not() {
+    let s = settings();
+    let mut w = world(vec![Lease::test("10.0.0.2").releasing_since(0, 30), Lease::test("10.0.0.3").releasing_since(0, 600)]);
+    w.waiters = vec![waiter("first", 1, 100), waiter("second", 2, 100)];
+    w.believed = w.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
+    let kinds_at_40 = kinds(&decide(&w, &s, &mut Memory::default(), t(40)));
+    assert_eq!(
+        kinds_at_40,
+        [
+            "force p.10.0.0.2 for Need(\"first\")",
+            "promise 10.0.0.2~ to first (1/2)",
+            "promise 10.0.0.3~ to second (2/2)",
+        ]
+    );
+}
+
+#[test]
+fn an_incarnation_request_with_too_little_wait_left_is_not_served() {
+    let s = settings();
+    let mut w = with_claim(world(vec![]), "k1", &["10.0.0.5"]);
+    let mut h = hold("10.0.0.5", 1, Some(2));
+    let set_deadline = |h: &mut Hold, at: i64| {
+        h.pending.as_mut().unwrap().deadline =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(at)));
+    };
+    set_deadline(&mut h, 12);
+    w.holds = vec![h.clone()];
+    assert!(decide(&w, &s, &mut Memory::default(), t(10)).actions.is_empty(), "2 s left: the ADD gives up first");
+    set_deadline(&mut h, 30);
+    w.holds = vec![h];
+    assert_eq!(kinds(&decide(&w, &s, &mut Memory::default(), t(10))), ["create p.10.0.0.5-2"]);
 }
 
 #[test]
