@@ -17,7 +17,8 @@ use netendpoint_crd::{
 use netendpoint_lease::hold as proto;
 use tracing::{debug, info, warn};
 
-use crate::Controller;
+use crate::claims;
+use crate::context::Context;
 use crate::decide::{Action, ForceFor, Hold, Lease};
 
 /// Event reason of a vanished node's lease whose release was requested.
@@ -31,12 +32,12 @@ pub const REASON_INCARNATION_CREATED: &str = "IncarnationCreated";
 /// Reason of the Event: a request was accepted while the previous incarnation lives (a VM's live migration).
 pub const REASON_INCARNATION_ACCEPTED: &str = "IncarnationAccepted";
 
-fn endpoints(ctl: &Controller) -> Api<NetworkEndpoint> {
+fn endpoints(ctl: &Context) -> Api<NetworkEndpoint> {
     Api::all(ctl.client.clone())
 }
 
 /// Records an Event about lease (or hold) `name`/`uid`.
-async fn record(ctl: &Controller, name: &str, uid: &str, reason: &str, note: String, warning: bool) {
+async fn record(ctl: &Context, name: &str, uid: &str, reason: &str, note: String, warning: bool) {
     let regarding = netendpoint_lease::events::lease_ref(name, uid);
     let ev = Recorded {
         type_: if warning { EventType::Warning } else { EventType::Normal },
@@ -51,7 +52,7 @@ async fn record(ctl: &Controller, name: &str, uid: &str, reason: &str, note: Str
 }
 
 /// Deletes exactly `name`/`uid`; false when it is gone or the name holds another object.
-async fn delete(ctl: &Controller, name: &str, uid: &str, resource_version: Option<&str>) -> kube::Result<bool> {
+async fn delete(ctl: &Context, name: &str, uid: &str, resource_version: Option<&str>) -> kube::Result<bool> {
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(uid.to_string()),
@@ -67,7 +68,7 @@ async fn delete(ctl: &Controller, name: &str, uid: &str, resource_version: Optio
 }
 
 /// Applies a JSON patch; false when it is gone or a test failed.
-async fn patch(ctl: &Controller, name: &str, p: json_patch::Patch, status: bool) -> kube::Result<bool> {
+async fn patch(ctl: &Context, name: &str, p: json_patch::Patch, status: bool) -> kube::Result<bool> {
     let api = endpoints(ctl);
     let pp = PatchParams::default();
     let res = if status {
@@ -83,7 +84,7 @@ async fn patch(ctl: &Controller, name: &str, p: json_patch::Patch, status: bool)
 }
 
 /// Takes one action.
-pub async fn act(ctl: &Controller, action: &Action) {
+pub async fn act(ctl: &Context, action: &Action) {
     let res = match action {
         Action::Reclaim { lease } => reclaim(ctl, lease).await,
         Action::DeleteLeak { lease } => delete_leak(ctl, lease).await,
@@ -154,7 +155,7 @@ pub async fn act(ctl: &Controller, action: &Action) {
     }
 }
 
-async fn reclaim(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
+async fn reclaim(ctl: &Context, lease: &Lease) -> kube::Result<()> {
     if delete(ctl, &lease.name, &lease.uid, None).await? {
         warn!(lease = %lease.name, node = %lease.node, "node absent for the grace: releasing its lease");
         ctl.metrics.reclaimed(&lease.pool);
@@ -164,7 +165,7 @@ async fn reclaim(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
     Ok(())
 }
 
-async fn delete_leak(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
+async fn delete_leak(ctl: &Context, lease: &Lease) -> kube::Result<()> {
     if delete(ctl, &lease.name, &lease.uid, None).await? {
         let pod_uid = lease.pod_uid().unwrap_or_default();
         warn!(lease = %lease.name, pod_uid, "pod gone for the grace: releasing its lease");
@@ -176,7 +177,7 @@ async fn delete_leak(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
 }
 
 async fn force(
-    ctl: &Controller,
+    ctl: &Context,
     lease: &Lease,
     age: std::time::Duration,
     bound: std::time::Duration,
@@ -211,7 +212,7 @@ async fn force(
 /// is not being deleted, and is the claim's Pod (a StatefulSet claim's own
 /// Pod, controlled by that StatefulSet, or a Pod whose network selection
 /// names the claim).
-async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
+async fn refusal(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
     use k8s_openapi::api::core::v1::Pod;
     if req.pod.namespace != hold.claim.namespace {
         return Ok(Some(format!("Pod {}/{} is not in the claim's namespace", req.pod.namespace, req.pod.name)));
@@ -236,16 +237,15 @@ async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kub
             req.node
         )));
     }
-    let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
-    let Some(claim) = claims.get_opt(&hold.claim.name).await? else {
+    let claim_api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+    let Some(claim) = claim_api.get_opt(&hold.claim.name).await? else {
         return Ok(Some(format!("claim {}/{} is gone", hold.claim.namespace, hold.claim.name)));
     };
     if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
         return Ok(Some(format!("claim {}/{} is another claim now", hold.claim.namespace, hold.claim.name)));
     }
     // Per family: a dual-stack claim shows one address of each.
-    let shown: Vec<_> =
-        crate::claim_facts(&claim).ips.into_iter().filter(|ip| ip.is_ipv4() == hold.ip.is_ipv4()).collect();
+    let shown: Vec<_> = claims::facts(&claim).ips.into_iter().filter(|ip| ip.is_ipv4() == hold.ip.is_ipv4()).collect();
     if !shown.is_empty() && !shown.contains(&hold.ip) {
         return Ok(Some(format!(
             "claim {}/{} holds another address ({})",
@@ -288,7 +288,7 @@ async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kub
 /// Checks the request as for a creation and, if its Pod may continue the
 /// claim, marks it accepted: the asking ADD answers with the address; the
 /// endpoint follows once the previous incarnation is gone.
-async fn accept_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+async fn accept_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
     if let Some(why) = refusal(ctl, hold, req).await? {
         warn!(hold = %hold.name, incarnation = req.incarnation, %why, "incarnation refused");
         if patch(ctl, &hold.name, proto::refused_patch(&hold.object, &why), true).await? {
@@ -314,7 +314,7 @@ async fn accept_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequ
     Ok(())
 }
 
-async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+async fn create_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
     if let Some(why) = refusal(ctl, hold, req).await? {
         warn!(hold = %hold.name, incarnation = req.incarnation, %why, "incarnation refused");
         if patch(ctl, &hold.name, proto::refused_patch(&hold.object, &why), true).await? {
@@ -366,7 +366,7 @@ async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequ
 /// other family, a dual-stack claim's other hold's, stays. Read, then
 /// patched with the read resourceVersion: false when the claim is gone, is
 /// another claim now, or changed meanwhile (a later pass writes it).
-async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) -> kube::Result<bool> {
+async fn write_claim_status(ctl: &Context, hold: &Hold, owner: Option<&str>) -> kube::Result<bool> {
     let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
     let Some(claim) = api.get_opt(&hold.claim.name).await? else { return Ok(false) };
     if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
@@ -409,7 +409,7 @@ async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) 
     }
 }
 
-async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
+async fn delete_hold(ctl: &Context, hold: &Hold) -> kube::Result<()> {
     if let Some((_, current)) = &hold.incarnation
         && endpoints(ctl).get_opt(current).await?.is_some()
     {
@@ -418,9 +418,9 @@ async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
     if delete(ctl, &hold.name, &hold.uid, Some(&hold.resource_version)).await? {
         info!(hold = %hold.name, ip = %hold.ip, "sticky hold deleted: its address is free again");
         // The claim keeps no address any more (unless it already points elsewhere).
-        let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
-        if let Some(c) = claims.get_opt(&hold.claim.name).await?
-            && crate::claim_facts(&c).ips.contains(&hold.ip)
+        let claim_api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+        if let Some(c) = claim_api.get_opt(&hold.claim.name).await?
+            && claims::facts(&c).ips.contains(&hold.ip)
         {
             write_claim_status(ctl, hold, None).await?;
         }
@@ -429,7 +429,7 @@ async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
 }
 
 async fn create_claim(
-    ctl: &Controller,
+    ctl: &Context,
     namespace: &str,
     name: &str,
     network: &str,

@@ -18,6 +18,8 @@
 //! touched.
 
 pub mod act;
+pub mod claims;
+pub mod context;
 pub mod decide;
 pub mod error;
 mod http;
@@ -41,10 +43,9 @@ use kube::Client;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use netendpoint_crd::ipamclaim::{IPAMClaim, LABEL_STATEFULSET};
+use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed, duration};
 use netendpoint_lease::ServerClock;
 use tokio::sync::Notify;
@@ -54,12 +55,11 @@ pub use crate::act::{
     REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_NODE_VANISHED,
     REASON_POD_GONE,
 };
-use crate::decide::{Capacity, ClaimFacts, Decision, Hold, Lease, Memory, Settings, StickyNetwork, World};
+use crate::context::Context;
+pub use crate::context::REPORTING_CONTROLLER;
+use crate::decide::{Capacity, Decision, Hold, Lease, Memory, Settings, StickyNetwork, World};
 pub use crate::error::{Error, Result};
-use crate::metrics::Metrics;
 
-/// The name in the controller's Events (`reportingController`).
-pub const REPORTING_CONTROLLER: &str = "netendpoint-controller";
 /// The longest pause between two passes when nothing changes.
 const IDLE_PASS: Duration = Duration::from_secs(30);
 
@@ -169,21 +169,6 @@ fn object_ref(flag: &'static str, v: &str) -> Result<Option<(String, String)>> {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(Some((ns.to_string(), name.to_string()))),
         _ => Err(Error::Flag { flag, reason: format!("{v:?} is not namespace/name") }),
     }
-}
-
-/// A client whose responses feed `clock` with the API server's `Date`.
-async fn client(opts: &Options, clock: ServerClock) -> Result<Client> {
-    let cfg = match &opts.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(Error::KubeconfigFile)?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(Error::KubeconfigFile)?
-        }
-        None => kube::Config::infer().await.map_err(Error::Kubeconfig)?,
-    };
-    let layer = netendpoint_lease::clock::date_layer(clock);
-    Ok(kube::client::ClientBuilder::try_from(cfg).map_err(Error::Client)?.with_layer(&layer).build())
 }
 
 /// What every replica watches.
@@ -349,7 +334,7 @@ impl Stores {
                 .claims
                 .state()
                 .iter()
-                .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), claim_facts(c)))
+                .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), claims::facts(c)))
                 .collect(),
             claims_known: self.claims_listed.load(Ordering::Relaxed),
             sticky_networks: networks
@@ -361,28 +346,9 @@ impl Stores {
     }
 }
 
-/// The facts the decisions read of a claim.
-pub fn claim_facts(c: &IPAMClaim) -> ClaimFacts {
-    ClaimFacts {
-        uid: c.metadata.uid.clone().unwrap_or_default(),
-        ips: c.status.iter().flat_map(|s| &s.ips).filter_map(|a| a.split('/').next()?.parse().ok()).collect(),
-        statefulset: c.labels().get(LABEL_STATEFULSET).cloned(),
-        network: c.spec.network.clone(),
-    }
-}
-
 /// Capacities by pool of `networks`.
 pub fn capacities(networks: &[netendpoint_cni::config::IpamConfig]) -> HashMap<String, Capacity> {
     networks.iter().map(|n| (n.pool.clone(), n.capacity())).collect()
-}
-
-/// Shared state of a running controller.
-pub struct Controller {
-    client: Client,
-    clock: ServerClock,
-    recorder: Recorder,
-    metrics: Metrics,
-    ready: AtomicBool,
 }
 
 /// Runs the controller until the process ends.
@@ -391,16 +357,8 @@ pub async fn run(opts: Options) -> Result<()> {
     let pools_param = object_ref("pools-param", &opts.pools_param)?;
     let mut pool_status = opts.pool_status_interval()?.map(pool_status::PoolStatusWriter::new);
     let clock = ServerClock::default();
-    let client = client(&opts, clock.clone()).await?;
-    let reporter =
-        Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(opts.identity.chars().take(128).collect()) };
-    let ctl = Arc::new(Controller {
-        client: client.clone(),
-        clock: clock.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
-        metrics: Metrics::new(),
-        ready: false.into(),
-    });
+    let client = context::client(opts.kubeconfig.as_deref(), clock.clone()).await?;
+    let ctl = Arc::new(Context::new(client.clone(), clock, &opts.identity));
     let (addr, serve) = http::bind(opts.listen, ctl.clone(), http::Routes::All).await?;
     info!(%addr, identity = %opts.identity, "serving /metrics, /healthz, /readyz");
     tokio::spawn(serve);
@@ -480,7 +438,7 @@ struct Term {
 /// One pass: metrics on every replica; summaries, the pools parameter and
 /// the actions on the leader.
 async fn pass(
-    ctl: &Controller,
+    ctl: &Context,
     stores: &Stores,
     settings: &Settings,
     term: &mut Term,
