@@ -9,7 +9,8 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::{PATTERN_DNS_SUBDOMAIN, PodRef};
+use crate::refs::PodRef;
+use crate::schema::PATTERN_DNS_SUBDOMAIN;
 
 /// CEL rule of the CRD: the name is `<pool>.<node>`, so each node holds at
 /// most one need per pool.
