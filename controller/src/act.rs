@@ -461,3 +461,6 @@ async fn create_claim(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -26,6 +26,8 @@ pub mod claims;
 pub mod context;
 pub mod decide;
 pub mod error;
+#[cfg(test)]
+mod fixtures;
 mod http;
 pub mod metrics;
 pub mod needs;
