@@ -4,10 +4,15 @@
 For every crate of the workspace (a directory with Cargo.toml and src/),
 each top-level module of its library (src/<m>.rs or src/<m>/) is a node,
 and a reference `crate::<other>` in its code (not its comments, nor `#[cfg(test)]`
-modules and the crate's `tests` module) an edge. The crate root (lib.rs,
-main.rs) and binaries (src/bin/) tie the modules together and are left out.
-Prints each crate's graph size, and every cycle found, as
-`crate: a -> b -> a`.
+modules and the crate's `tests` module) an edge; `use crate::{a, b::C}`
+counts each group member. The crate root (lib.rs, or main.rs without a
+lib.rs) is a node too, named `crate`, with an edge to every module it
+declares. A module that reaches the root itself (`crate::Foo` where `Foo`
+is no module but an item of lib.rs/main.rs, or re-exported there; `super::`
+that climbs to the root) has an edge into it, which closes a cycle through
+the root: the root wires the modules, and a module never reaches back up.
+Binaries (src/bin/) are left out. Prints each crate's graph size, and every
+cycle found, as `crate: a -> b -> a`.
 """
 
 import os
@@ -15,7 +20,11 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REF = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
+ROOT_NODE = "crate"
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+REF = re.compile(r"\bcrate::(?:(" + IDENT + r")|\{)")
+SUPERS = re.compile(r"\b((?:super::)+)(?:(" + IDENT + r")|\{)")
+MOD_DECL = re.compile(r"^\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+(" + IDENT + r")\s*[;{]", re.M)
 
 
 def strip_tests(text):
@@ -44,6 +53,68 @@ def strip_tests(text):
                     break
         else:
             return "".join(out)
+
+
+def group_heads(text, start):
+    """The first path segment of each member of the `{...}` group opening at `start`."""
+    depth = 0
+    member = ""
+    heads = []
+    for ch in text[start:]:
+        if ch == "{":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        if depth == 1 and ch == ",":
+            heads.append(member)
+            member = ""
+        else:
+            member += ch
+    heads.append(member)
+    out = []
+    for m in heads:
+        head = re.match(r"\s*(" + IDENT + r")", m)
+        if head:
+            out.append(head.group(1))
+    return out
+
+
+def root_refs(text, depth):
+    """Heads of the paths in `text` that start at the crate root: `crate::<head>`,
+    and `super::` repeated `depth` times or more (a file `depth` levels below the root)."""
+    heads = []
+    for m in REF.finditer(text):
+        heads.extend([m.group(1)] if m.group(1) else group_heads(text, m.end() - 1))
+    for m in SUPERS.finditer(text):
+        if m.group(1).count("super::") < depth:
+            continue
+        heads.extend([m.group(2)] if m.group(2) else group_heads(text, m.end() - 1))
+    return ["self" if h == "super" else h for h in heads]
+
+
+def depth_of(src, path):
+    """How many `super::` climb from the file at `path` to the crate root."""
+    rel = os.path.relpath(path, src).split(os.sep)
+    return len(rel) - (1 if rel[-1] == "mod.rs" else 0)
+
+
+def root_file(src):
+    """The crate root: lib.rs, or main.rs for a crate that is only a binary."""
+    for name in ("lib.rs", "main.rs"):
+        if os.path.isfile(os.path.join(src, name)):
+            return os.path.join(src, name)
+    return None
+
+
+def code_of(path):
+    """The file's code without `#[cfg(test)]` modules and comments (doc links included)."""
+    with open(path, encoding="utf-8") as fh:
+        text = strip_tests(fh.read())
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def modules(src):
@@ -93,15 +164,21 @@ def main():
         for name, files in mods.items():
             deps = set()
             for f in files:
-                with open(f, encoding="utf-8") as fh:
-                    text = strip_tests(fh.read())
-                # Comments (doc links included) import nothing.
-                text = re.sub(r"//[^\n]*", "", text)
-                deps.update(m for m in REF.findall(text) if m in mods and m != name)
+                for head in root_refs(code_of(f), depth_of(src, f)):
+                    if head in mods:
+                        if head != name:
+                            deps.add(head)
+                    else:
+                        # An item of the root itself, or one it re-exports.
+                        deps.add(ROOT_NODE)
             graph[name] = deps
-        edges = sum(len(v) for v in graph.values())
+        root = root_file(src)
+        if root is not None:
+            graph[ROOT_NODE] = {m for m in MOD_DECL.findall(code_of(root)) if m in mods}
+        edges = sum(len(v) for k, v in graph.items() if k != ROOT_NODE)
+        upward = sum(1 for k, v in graph.items() if k != ROOT_NODE and ROOT_NODE in v)
         found = cycles(graph)
-        print(f"{crate}: {len(graph)} modules, {edges} imports, {len(found)} cycles")
+        print(f"{crate}: {len(mods)} modules, {edges} imports, {upward} into the root, {len(found)} cycles")
         for c in found:
             bad += 1
             print(f"  cycle: {' -> '.join(c + (c[0],))}", file=sys.stderr)

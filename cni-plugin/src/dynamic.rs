@@ -477,7 +477,7 @@ async fn take_promise<S: Store>(
 /// What woke the wait.
 enum Woke {
     /// The entry changed (or is gone: `None`).
-    Entry(Option<netendpoint_crd::NetworkEndpointNeed>),
+    Entry(Option<Box<netendpoint_crd::NetworkEndpointNeed>>),
     /// The promised release ended.
     Released,
     /// Time to look again.
@@ -497,7 +497,7 @@ async fn next_wake<S: Store>(
         let Some(e) = entry else { return std::future::pending::<Result<Woke>>().await };
         let rv = e.seen.metadata.resource_version.clone().unwrap_or_default();
         match store.next_entry_change(&e.name, &rv, pause).await {
-            Ok(Change::Changed(now)) => Ok(Woke::Entry(Some(*now))),
+            Ok(Change::Changed(now)) => Ok(Woke::Entry(Some(now))),
             Ok(Change::Gone) => Ok(Woke::Entry(None)),
             Ok(Change::Quiet) => Ok(Woke::Timer),
             // Retried by the next round of the wait, within its deadline.
@@ -600,7 +600,7 @@ async fn wait_in_queue<S: Store>(
         match next_wake(c.store, entry.as_ref(), releasing.as_ref(), until_look).await? {
             Woke::Entry(Some(now)) => {
                 if let Some(e) = entry.as_mut() {
-                    e.seen = now;
+                    e.seen = *now;
                     if let Some(why) = e.message() {
                         debug!(entry = %e.name, why, "the controller does not serve this entry");
                     }

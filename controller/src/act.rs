@@ -11,14 +11,15 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::events::{Event as Recorded, EventType};
 use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION};
 use netendpoint_crd::{
-    FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_STICKY_HOLD_ENDED,
-    duration,
+    FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedStatus,
+    REASON_FORCED_RELEASE, REASON_STICKY_HOLD_ENDED, duration,
 };
 use netendpoint_lease::hold as proto;
 use tracing::{debug, info, warn};
 
-use crate::Controller;
-use crate::decide::{Action, ForceFor, Hold, Lease};
+use crate::claims;
+use crate::context::Context;
+use crate::decide::{Action, ForceFor, Hold, Lease, PressureFor, Waiter};
 
 /// Event reason of a vanished node's lease whose release was requested.
 pub const REASON_NODE_VANISHED: &str = "NodeVanished";
@@ -30,13 +31,161 @@ pub const REASON_INCARNATION_REFUSED: &str = "IncarnationRefused";
 pub const REASON_INCARNATION_CREATED: &str = "IncarnationCreated";
 /// Reason of the Event: a request was accepted while the previous incarnation lives (a VM's live migration).
 pub const REASON_INCARNATION_ACCEPTED: &str = "IncarnationAccepted";
+/// Reason of the Event: a request of a claim that migrates is not answered
+/// early (its Pod is not the VM's migration target).
+pub const REASON_INCARNATION_WAITS: &str = "IncarnationWaits";
+/// Reason of the Event on a Pod whose ADD waits in its pool's queue.
+pub const REASON_WAITING_FOR_IP: &str = "WaitingForIP";
 
-fn endpoints(ctl: &Controller) -> Api<NetworkEndpoint> {
+fn entries(ctl: &Context) -> Api<NetworkEndpointNeed> {
+    Api::all(ctl.client.clone())
+}
+
+/// Writes a queue entry's status (testing its UID, so a successor in the
+/// same slot is never touched); the first time, records on its Pod where
+/// it stands in the queue.
+async fn promise(
+    ctl: &Context,
+    w: &Waiter,
+    status: &NetworkEndpointNeedStatus,
+    (place, of): (usize, usize),
+) -> kube::Result<()> {
+    let p = json_patch::Patch(vec![
+        json_patch::PatchOperation::Test(json_patch::TestOperation {
+            path: json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "uid"]),
+            value: w.uid.clone().into(),
+        }),
+        json_patch::PatchOperation::Add(json_patch::AddOperation {
+            path: json_patch::jsonptr::PointerBuf::from_tokens(["status"]),
+            value: serde_json::to_value(status).unwrap_or_default(),
+        }),
+    ]);
+    match entries(ctl).patch_status(&w.name, &PatchParams::default(), &Patch::Json::<()>(p)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => {
+            debug!(entry = %w.name, "queue entry gone or replaced before its status was written");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    }
+    if let Some(p) = &status.promise {
+        info!(entry = %w.name, pool = %w.pool, ip = %p.ip, releasing = p.releasing, place, of, "address promised to a waiting ADD");
+    }
+    if w.status.arrival.is_none() {
+        let family = match w.family {
+            netendpoint_crd::IpFamily::IPv4 => "IPv4",
+            netendpoint_crd::IpFamily::IPv6 => "IPv6",
+        };
+        let note = format!(
+            "ADD waits for an {family} address of full pool {}: place {place} of {of} in its queue \
+             (NetworkEndpointNeed {}), served in arrival order as addresses are released",
+            w.pool, w.name
+        );
+        let regarding = netendpoint_lease::events::pod_ref(&w.pod.namespace, &w.pod.name, &w.pod.uid);
+        let ev = Recorded {
+            type_: EventType::Normal,
+            reason: REASON_WAITING_FOR_IP.into(),
+            note: Some(note),
+            action: REASON_WAITING_FOR_IP.into(),
+            secondary: None,
+        };
+        if let Err(e) = ctl.recorder.publish(&ev, &regarding).await {
+            warn!(error = %e, "cannot record event");
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a queue entry nobody waits for (UID precondition).
+async fn drop_entry(ctl: &Context, w: &Waiter, why: &str) -> kube::Result<()> {
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(w.uid.clone()), resource_version: None }),
+        ..DeleteParams::default()
+    };
+    match entries(ctl).delete(&w.name, &dp).await {
+        Ok(_) => {
+            info!(entry = %w.name, pod = %format!("{}/{}", w.pod.namespace, w.pod.name), %why, "queue entry deleted");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why pool pressure must not end `hold` for the waiting ADD `w`, read from
+/// the API server now (never from the watch): the ADD no longer waits (its
+/// entry is gone, replaced, promised an address, or past its deadline), or
+/// the claim's identity is coming back (its Pod exists, or its StatefulSet
+/// still wants its ordinal). `None` when it may end.
+async fn pressure_refusal(ctl: &Context, hold: &Hold, w: &PressureFor) -> kube::Result<Option<String>> {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::Pod;
+    let Some(entry) = entries(ctl).get_opt(&w.entry).await? else {
+        return Ok(Some(format!("the waiting ADD's {} is gone: it was served or gave up", w.entry)));
+    };
+    if w.queued {
+        let Some(now) = ctl.clock.now() else { return Ok(Some("no server time yet".into())) };
+        match Waiter::of(&entry) {
+            Some(x) if x.uid != w.version => return Ok(Some(format!("{} is another ADD's now", w.entry))),
+            Some(x) if x.promise().is_some() => return Ok(Some(format!("{} was promised an address", w.entry))),
+            Some(x) if x.deadline <= now => return Ok(Some(format!("{} stopped waiting", w.entry))),
+            Some(_) => {}
+            None => return Ok(Some(format!("{} is no queue entry", w.entry))),
+        }
+    }
+    let ns = &hold.claim.namespace;
+    let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), ns);
+    let claim = claims.get_opt(&hold.claim.name).await?;
+    let pods: Api<Pod> = Api::namespaced(ctl.client.clone(), ns);
+    let statefulset = claim.as_ref().and_then(|c| c.metadata.labels.as_ref()?.get(LABEL_STATEFULSET).cloned());
+    let pod_name = match &statefulset {
+        Some(_) => hold.claim.name.strip_suffix(&format!(".{}", hold.pool)).map(str::to_string),
+        None => claim.as_ref().and_then(|c| c.status.as_ref()?.owner_pod.as_ref()).map(|o| o.name.clone()),
+    };
+    if let Some(pod) = &pod_name
+        && pods.get_metadata_opt(pod).await?.is_some()
+    {
+        return Ok(Some(format!("the claim's Pod {ns}/{pod} exists: its identity is coming back")));
+    }
+    if let (Some(sts), Some(pod)) = (&statefulset, &pod_name) {
+        let sets: Api<StatefulSet> = Api::namespaced(ctl.client.clone(), ns);
+        let replicas = sets.get_opt(sts).await?.map(|s| s.spec.and_then(|sp| sp.replicas).unwrap_or(1));
+        if let (Some(r), Some(o)) = (replicas, crate::decide::ordinal(sts, pod))
+            && r > 0
+            && o < i64::from(r)
+        {
+            return Ok(Some(format!("StatefulSet {ns}/{sts} still wants ordinal {o}")));
+        }
+    }
+    Ok(None)
+}
+
+/// Why `req` is not to be served now, read from the API server: the hold
+/// is gone or another one, no longer asks for it, or too little of the
+/// asking ADD's wait is left for it to see the answer.
+async fn stale_request(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
+    let Some(now) = endpoints(ctl).get_opt(&hold.name).await? else { return Ok(Some("the hold is gone".into())) };
+    if now.metadata.uid.as_deref() != Some(hold.uid.as_str()) {
+        return Ok(Some("the hold is another one".into()));
+    }
+    let pending = proto::pending_request(&now);
+    if pending.as_ref().is_none_or(|p| p.incarnation != req.incarnation || p.container_id != req.container_id) {
+        return Ok(Some("the hold no longer asks for it".into()));
+    }
+    if let (Some(d), Some(t)) = (&req.deadline, ctl.clock.now())
+        && netendpoint_lease::age_at_least(d.0, t) < crate::decide::DEADLINE_MARGIN
+    {
+        return Ok(Some("too little of the asking ADD's wait is left".into()));
+    }
+    Ok(None)
+}
+
+fn endpoints(ctl: &Context) -> Api<NetworkEndpoint> {
     Api::all(ctl.client.clone())
 }
 
 /// Records an Event about lease (or hold) `name`/`uid`.
-async fn record(ctl: &Controller, name: &str, uid: &str, reason: &str, note: String, warning: bool) {
+async fn record(ctl: &Context, name: &str, uid: &str, reason: &str, note: String, warning: bool) {
     let regarding = netendpoint_lease::events::lease_ref(name, uid);
     let ev = Recorded {
         type_: if warning { EventType::Warning } else { EventType::Normal },
@@ -51,7 +200,7 @@ async fn record(ctl: &Controller, name: &str, uid: &str, reason: &str, note: Str
 }
 
 /// Deletes exactly `name`/`uid`; false when it is gone or the name holds another object.
-async fn delete(ctl: &Controller, name: &str, uid: &str, resource_version: Option<&str>) -> kube::Result<bool> {
+async fn delete(ctl: &Context, name: &str, uid: &str, resource_version: Option<&str>) -> kube::Result<bool> {
     let dp = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(uid.to_string()),
@@ -67,7 +216,7 @@ async fn delete(ctl: &Controller, name: &str, uid: &str, resource_version: Optio
 }
 
 /// Applies a JSON patch; false when it is gone or a test failed.
-async fn patch(ctl: &Controller, name: &str, p: json_patch::Patch, status: bool) -> kube::Result<bool> {
+async fn patch(ctl: &Context, name: &str, p: json_patch::Patch, status: bool) -> kube::Result<bool> {
     let api = endpoints(ctl);
     let pp = PatchParams::default();
     let res = if status {
@@ -83,14 +232,29 @@ async fn patch(ctl: &Controller, name: &str, p: json_patch::Patch, status: bool)
 }
 
 /// Takes one action.
-pub async fn act(ctl: &Controller, action: &Action) {
+pub async fn act(ctl: &Context, action: &Action) {
     let res = match action {
         Action::Reclaim { lease } => reclaim(ctl, lease).await,
         Action::DeleteLeak { lease } => delete_leak(ctl, lease).await,
         Action::Force { lease, age, bound, why } => force(ctl, lease, *age, *bound, why).await,
         Action::CreateIncarnation { hold, request } => create_incarnation(ctl, hold, request).await,
         Action::AcceptIncarnation { hold, request } => accept_incarnation(ctl, hold, request).await,
-        Action::ReleaseHold { hold, reason } => {
+        Action::Promise { waiter, status, place } => promise(ctl, waiter, status, *place).await,
+        Action::DropEntry { waiter, why } => drop_entry(ctl, waiter, why).await,
+        Action::ReleaseHold { hold, reason, for_waiter } => {
+            if let Some(w) = for_waiter {
+                match pressure_refusal(ctl, hold, w).await {
+                    Ok(None) => {}
+                    Ok(Some(why)) => {
+                        info!(hold = %hold.name, entry = %w.entry, %why, "pool pressure ends no hold");
+                        return;
+                    }
+                    Err(e) => {
+                        warn!(hold = %hold.name, error = %e, "cannot check pool pressure; ending no hold");
+                        return;
+                    }
+                }
+            }
             let why = reason.describe();
             match patch(ctl, &hold.name, proto::releasing_patch(&hold.object, why), true).await {
                 Ok(true) => {
@@ -154,7 +318,7 @@ pub async fn act(ctl: &Controller, action: &Action) {
     }
 }
 
-async fn reclaim(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
+async fn reclaim(ctl: &Context, lease: &Lease) -> kube::Result<()> {
     if delete(ctl, &lease.name, &lease.uid, None).await? {
         warn!(lease = %lease.name, node = %lease.node, "node absent for the grace: releasing its lease");
         ctl.metrics.reclaimed(&lease.pool);
@@ -164,7 +328,7 @@ async fn reclaim(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
     Ok(())
 }
 
-async fn delete_leak(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
+async fn delete_leak(ctl: &Context, lease: &Lease) -> kube::Result<()> {
     if delete(ctl, &lease.name, &lease.uid, None).await? {
         let pod_uid = lease.pod_uid().unwrap_or_default();
         warn!(lease = %lease.name, pod_uid, "pod gone for the grace: releasing its lease");
@@ -176,7 +340,7 @@ async fn delete_leak(ctl: &Controller, lease: &Lease) -> kube::Result<()> {
 }
 
 async fn force(
-    ctl: &Controller,
+    ctl: &Context,
     lease: &Lease,
     age: std::time::Duration,
     bound: std::time::Duration,
@@ -211,7 +375,7 @@ async fn force(
 /// is not being deleted, and is the claim's Pod (a StatefulSet claim's own
 /// Pod, controlled by that StatefulSet, or a Pod whose network selection
 /// names the claim).
-async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
+async fn refusal(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
     use k8s_openapi::api::core::v1::Pod;
     if req.pod.namespace != hold.claim.namespace {
         return Ok(Some(format!("Pod {}/{} is not in the claim's namespace", req.pod.namespace, req.pod.name)));
@@ -236,16 +400,15 @@ async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kub
             req.node
         )));
     }
-    let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
-    let Some(claim) = claims.get_opt(&hold.claim.name).await? else {
+    let claim_api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+    let Some(claim) = claim_api.get_opt(&hold.claim.name).await? else {
         return Ok(Some(format!("claim {}/{} is gone", hold.claim.namespace, hold.claim.name)));
     };
     if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
         return Ok(Some(format!("claim {}/{} is another claim now", hold.claim.namespace, hold.claim.name)));
     }
     // Per family: a dual-stack claim shows one address of each.
-    let shown: Vec<_> =
-        crate::claim_facts(&claim).ips.into_iter().filter(|ip| ip.is_ipv4() == hold.ip.is_ipv4()).collect();
+    let shown: Vec<_> = claims::facts(&claim).ips.into_iter().filter(|ip| ip.is_ipv4() == hold.ip.is_ipv4()).collect();
     if !shown.is_empty() && !shown.contains(&hold.ip) {
         return Ok(Some(format!(
             "claim {}/{} holds another address ({})",
@@ -288,13 +451,32 @@ async fn refusal(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kub
 /// Checks the request as for a creation and, if its Pod may continue the
 /// claim, marks it accepted: the asking ADD answers with the address; the
 /// endpoint follows once the previous incarnation is gone.
-async fn accept_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+async fn accept_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+    if let Some(why) = stale_request(ctl, hold, req).await? {
+        debug!(hold = %hold.name, incarnation = req.incarnation, %why, "not serving the request");
+        return Ok(());
+    }
     if let Some(why) = refusal(ctl, hold, req).await? {
         warn!(hold = %hold.name, incarnation = req.incarnation, %why, "incarnation refused");
         if patch(ctl, &hold.name, proto::refused_patch(&hold.object, &why), true).await? {
             let note = format!("incarnation {} of {} refused: {why}", req.incarnation, hold.name);
             record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_REFUSED, note, true).await;
         }
+        return Ok(());
+    }
+    // Early only for the Pod the VM's own controller names as the target of
+    // its live migration; any other Pod naming the claim waits until the
+    // current incarnation is gone, as a StatefulSet's Pod does.
+    if let Err(why) = crate::migration::target(ctl, hold, req).await? {
+        info!(hold = %hold.name, incarnation = req.incarnation, %why, "not answered early");
+        let note = format!(
+            "incarnation {} for Pod {}/{} is not answered while incarnation {} lives: {why}; it is created once that one is gone",
+            req.incarnation,
+            req.pod.namespace,
+            req.pod.name,
+            req.incarnation.saturating_sub(1)
+        );
+        record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_WAITS, note, false).await;
         return Ok(());
     }
     if patch(ctl, &hold.name, proto::accepted_patch(&hold.object, req), true).await? {
@@ -314,7 +496,11 @@ async fn accept_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequ
     Ok(())
 }
 
-async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+async fn create_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<()> {
+    if let Some(why) = stale_request(ctl, hold, req).await? {
+        debug!(hold = %hold.name, incarnation = req.incarnation, %why, "not serving the request");
+        return Ok(());
+    }
     if let Some(why) = refusal(ctl, hold, req).await? {
         warn!(hold = %hold.name, incarnation = req.incarnation, %why, "incarnation refused");
         if patch(ctl, &hold.name, proto::refused_patch(&hold.object, &why), true).await? {
@@ -366,7 +552,7 @@ async fn create_incarnation(ctl: &Controller, hold: &Hold, req: &IncarnationRequ
 /// other family, a dual-stack claim's other hold's, stays. Read, then
 /// patched with the read resourceVersion: false when the claim is gone, is
 /// another claim now, or changed meanwhile (a later pass writes it).
-async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) -> kube::Result<bool> {
+async fn write_claim_status(ctl: &Context, hold: &Hold, owner: Option<&str>) -> kube::Result<bool> {
     let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
     let Some(claim) = api.get_opt(&hold.claim.name).await? else { return Ok(false) };
     if claim.metadata.uid.as_deref() != Some(hold.claim.uid.as_str()) {
@@ -409,7 +595,7 @@ async fn write_claim_status(ctl: &Controller, hold: &Hold, owner: Option<&str>) 
     }
 }
 
-async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
+async fn delete_hold(ctl: &Context, hold: &Hold) -> kube::Result<()> {
     if let Some((_, current)) = &hold.incarnation
         && endpoints(ctl).get_opt(current).await?.is_some()
     {
@@ -418,9 +604,9 @@ async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
     if delete(ctl, &hold.name, &hold.uid, Some(&hold.resource_version)).await? {
         info!(hold = %hold.name, ip = %hold.ip, "sticky hold deleted: its address is free again");
         // The claim keeps no address any more (unless it already points elsewhere).
-        let claims: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
-        if let Some(c) = claims.get_opt(&hold.claim.name).await?
-            && crate::claim_facts(&c).ips.contains(&hold.ip)
+        let claim_api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), &hold.claim.namespace);
+        if let Some(c) = claim_api.get_opt(&hold.claim.name).await?
+            && claims::facts(&c).ips.contains(&hold.ip)
         {
             write_claim_status(ctl, hold, None).await?;
         }
@@ -429,7 +615,7 @@ async fn delete_hold(ctl: &Controller, hold: &Hold) -> kube::Result<()> {
 }
 
 async fn create_claim(
-    ctl: &Controller,
+    ctl: &Context,
     namespace: &str,
     name: &str,
     network: &str,
@@ -461,3 +647,6 @@ async fn create_claim(
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests;

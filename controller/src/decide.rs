@@ -385,6 +385,7 @@ impl Pass<'_> {
             .map(|l| l.uid.as_str())
             .chain(self.world.holds.iter().map(|h| h.uid.as_str()))
             .chain(self.world.claims.values().map(|c| c.uid.as_str()))
+            .chain(self.world.waiters.iter().map(|w| w.uid.as_str()))
             .collect();
         self.memory
             .acted
@@ -603,12 +604,17 @@ impl Pass<'_> {
         self.memory.unserved.clear();
         for ((pool, family), mut queue) in queues {
             queue.sort_by_key(|w| w.arrival);
-            let supply = Supply { free: self.free_addresses(&pool, family, queue.len()), releasing: self.releases(&pool, family) };
+            let supply = Supply {
+                free: self.free_addresses(&pool, family, queue.len()),
+                releasing: self.releases(&pool, family),
+            };
             let current: Vec<Option<&netendpoint_crd::Promise>> = queue.iter().map(Waiter::promise).collect();
             let promises = assign(&pool, &current, &supply);
             let n = queue.len();
             for (i, (w, promise)) in queue.iter().zip(promises).enumerate() {
-                if let Some(lease) = promise.as_ref().filter(|p| p.releasing).and_then(|p| self.lease_named(&p.lease)).cloned() {
+                if let Some(lease) =
+                    promise.as_ref().filter(|p| p.releasing).and_then(|p| self.lease_named(&p.lease)).cloned()
+                {
                     match self.state_of(&lease) {
                         ReleaseState::Stuck { age, bound } => {
                             let why = ForceFor::Need(w.name.clone());
@@ -625,7 +631,11 @@ impl Pass<'_> {
                 let written = self.memory.promised.get(&w.uid);
                 if w.status != status && written != Some(&status) {
                     self.memory.promised.insert(w.uid.clone(), status.clone());
-                    self.decision.actions.push(Action::Promise { waiter: Box::new(w.clone()), status, place: (i + 1, n) });
+                    self.decision.actions.push(Action::Promise {
+                        waiter: Box::new(w.clone()),
+                        status,
+                        place: (i + 1, n),
+                    });
                 }
             }
             if let Some(w) = queue.first() {
@@ -729,7 +739,8 @@ impl Pass<'_> {
             .cloned();
         if let Some(hold) = hold {
             let uid = hold.uid.clone();
-            let action = Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure, for_waiter: Some(why) };
+            let action =
+                Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure, for_waiter: Some(why) };
             self.act(uid, action);
             return true;
         }
@@ -805,7 +816,11 @@ impl Pass<'_> {
                 {
                     self.act(
                         hold.uid.clone(),
-                        Action::ReleaseHold { hold: Box::new(hold.clone()), reason: HoldEnd::Expired, for_waiter: None },
+                        Action::ReleaseHold {
+                            hold: Box::new(hold.clone()),
+                            reason: HoldEnd::Expired,
+                            for_waiter: None,
+                        },
                     );
                     continue;
                 }
@@ -823,7 +838,10 @@ impl Pass<'_> {
             if let Some(r) = reason {
                 let seen = self.memory.evidence.see((hold.uid.clone(), r), now);
                 if seen.repeated {
-                    self.act(hold.uid.clone(), Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r, for_waiter: None });
+                    self.act(
+                        hold.uid.clone(),
+                        Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r, for_waiter: None },
+                    );
                 } else {
                     self.soonest(Duration::from_secs(1));
                 }
@@ -929,6 +947,25 @@ impl Pass<'_> {
         }
         self.memory.surplus_claims.end_pass();
     }
+}
+
+/// The addresses promised to waiting ADDs once `decision` is written: what
+/// each entry's status says, or what this pass writes into it.
+pub fn promised(world: &World, decision: &Decision) -> Vec<(String, IpAddr)> {
+    let mut by_uid: HashMap<&str, (&str, Option<&netendpoint_crd::Promise>)> =
+        world.waiters.iter().map(|w| (w.uid.as_str(), (w.pool.as_str(), w.promise()))).collect();
+    for a in &decision.actions {
+        match a {
+            Action::Promise { waiter, status, .. } => {
+                by_uid.insert(waiter.uid.as_str(), (waiter.pool.as_str(), status.promise.as_ref()));
+            }
+            Action::DropEntry { waiter, .. } => {
+                by_uid.remove(waiter.uid.as_str());
+            }
+            _ => {}
+        }
+    }
+    by_uid.into_values().filter_map(|(pool, p)| Some((pool.to_string(), p?.ip.parse().ok()?))).collect()
 }
 
 #[cfg(test)]

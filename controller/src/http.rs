@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use netendpoint_ops_http::Reply;
 
-use crate::Controller;
+use crate::context::Context;
 use crate::error::{Error, Result};
 
 /// Which paths a server answers.
@@ -22,7 +22,7 @@ pub(crate) enum Routes {
 /// Binds `addr` and returns the bound address and the serving future.
 pub(crate) async fn bind(
     addr: SocketAddr,
-    ctl: Arc<Controller>,
+    ctl: Arc<Context>,
     routes: Routes,
 ) -> Result<(SocketAddr, impl Future<Output = ()>)> {
     netendpoint_ops_http::bind(addr, move |path| route(&ctl, routes, path))
@@ -30,7 +30,7 @@ pub(crate) async fn bind(
         .map_err(|source| Error::Listen { addr, source })
 }
 
-fn route(ctl: &Controller, routes: Routes, path: &str) -> Reply {
+fn route(ctl: &Context, routes: Routes, path: &str) -> Reply {
     match path {
         "/metrics" if routes == Routes::All => Reply::ok(crate::metrics::CONTENT_TYPE, ctl.metrics.render()),
         "/healthz" => Reply::text(200, "ok\n"),

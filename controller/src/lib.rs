@@ -16,406 +16,67 @@
 //! Every write names one object by name and UID; a forced release also
 //! tests its resourceVersion, so a successor under the same name is never
 //! touched.
+//!
+//! This root only wires the parts: the flags (`options`), the state every
+//! step is handed ([`context::Context`]), the watches (`watches`), and the
+//! passes over them (`passes`), which run [`decide`] and [`act`].
 
 pub mod act;
+pub mod claims;
+pub mod context;
 pub mod decide;
 pub mod error;
+#[cfg(test)]
+mod fixtures;
 mod http;
 pub mod metrics;
+pub mod migration;
 pub mod needs;
+mod options;
+mod passes;
 pub mod pool_status;
 pub mod pools_param;
 pub mod summary;
+mod watches;
 
-use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::Client;
-use kube::ResourceExt;
-use kube::api::Api;
-use kube::core::PartialObjectMeta;
-use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use netendpoint_crd::ipamclaim::{IPAMClaim, LABEL_STATEFULSET};
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed, duration};
 use netendpoint_lease::ServerClock;
 use tokio::sync::Notify;
-use tracing::{info, warn};
+use tracing::info;
 
 pub use crate::act::{
     REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_NODE_VANISHED,
     REASON_POD_GONE,
 };
-use crate::decide::{Capacity, ClaimFacts, Decision, Hold, Lease, Memory, Settings, StickyNetwork, World};
+use crate::context::Context;
+pub use crate::context::REPORTING_CONTROLLER;
 pub use crate::error::{Error, Result};
-use crate::metrics::Metrics;
-
-/// The name in the controller's Events (`reportingController`).
-pub const REPORTING_CONTROLLER: &str = "netendpoint-controller";
-/// The longest pause between two passes when nothing changes.
-const IDLE_PASS: Duration = Duration::from_secs(30);
-
-/// The pause before the next pass. Never a pass at once again: a timer due
-/// now (a failed write, a grace that ends) waits for the summaries' own
-/// interval, and nothing waits longer than an idle pass.
-fn pause_after(look_again_in: Option<Duration>) -> Duration {
-    look_again_in.map_or(IDLE_PASS, |d| d.clamp(summary::MIN_INTERVAL, IDLE_PASS))
-}
-
-/// The controller's flags; each also reads an environment variable.
-#[derive(Debug, Clone, clap::Parser)]
-#[command(name = "netendpoint-controller", version, about)]
-pub struct Options {
-    /// Kubeconfig to use; in-cluster configuration when absent.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Name of the coordination.k8s.io Lease that elects the leader.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_NAME", default_value = "netendpoint-controller")]
-    pub lease_name: String,
-    /// Namespace of that Lease.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_NAMESPACE", default_value = "netendpoint-system")]
-    pub lease_namespace: String,
-    /// This replica's identity in the Lease (the Pod name in a Deployment).
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_IDENTITY")]
-    pub identity: String,
-    /// Seconds a leader's Lease stays valid without renewal: a dead leader
-    /// is replaced within this bound.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_SECONDS", default_value_t = 15)]
-    pub lease_seconds: u64,
-    /// Seconds before expiry at which the leader renews (also the tolerated clock skew).
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_LEASE_GRACE_SECONDS", default_value_t = 5)]
-    pub lease_grace_seconds: u64,
-    /// How long a lease's Node must be absent, seen twice, before its lease is released.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_VANISHED_NODE_GRACE", default_value = "5m")]
-    pub vanished_node_grace: String,
-    /// How long a lease's Pod UID must be absent, seen twice, before its lease
-    /// is released; `off` turns this cleanup off.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_POD_GONE_GRACE", default_value = "15m")]
-    pub pod_gone_grace: String,
-    /// The forced-release bound of leases that carry none of their own.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_FORCE_RELEASE_AFTER", default_value = "10m")]
-    pub force_release_after: String,
-    /// `namespace/name` of the ConfigMap holding the network config(s) the
-    /// pools' ranges are read from; empty for none (no capacity figures, no
-    /// StatefulSet claims, no pools for the admission policy).
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_NET_CONF", default_value = "netendpoint-system/netendpoint-net-conf")]
-    pub net_conf: String,
-    /// `namespace/name` of the ConfigMap the controller writes each pool's
-    /// CIDRs into, for the admission policy `netendpoint-lease-address`;
-    /// empty for none.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_POOLS_PARAM", default_value = "netendpoint-system/netendpoint-pools")]
-    pub pools_param: String,
-    /// Label selector of the leases this controller manages (and counts);
-    /// empty for all. Lets one controller per set of pools run side by side.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_SELECTOR", default_value = "")]
-    pub selector: String,
-    /// Least time between two writes of one pool's NetworkEndpointPool
-    /// figures (`kubectl get neppool`); `off` writes none.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_POOL_STATUS_INTERVAL", default_value = "5s")]
-    pub pool_status_interval: String,
-    /// Address of the /metrics, /healthz and /readyz server (loopback by
-    /// default: put an authenticating proxy in front to scrape it).
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_LISTEN", default_value = "127.0.0.1:9090")]
-    pub listen: SocketAddr,
-    /// Address of a second server that answers `/healthz` and `/readyz`
-    /// only, for the kubelet's probes (e.g. `0.0.0.0:9091`); empty for none.
-    #[arg(long, env = "NETENDPOINT_CONTROLLER_PROBE_LISTEN", default_value = "")]
-    pub probe_listen: String,
-}
-
-impl Options {
-    /// The decision settings these flags describe.
-    pub fn settings(&self) -> Result<Settings> {
-        let dur = |flag: &'static str, v: &str| {
-            duration::parse(v)
-                .ok_or_else(|| Error::Flag { flag, reason: format!("{v:?} is not a duration such as 90s or 5m") })
-        };
-        Ok(Settings {
-            vanished_node_grace: dur("vanished-node-grace", &self.vanished_node_grace)?,
-            pod_gone_grace: match self.pod_gone_grace.as_str() {
-                "off" => None,
-                v => Some(dur("pod-gone-grace", v)?),
-            },
-            default_force_release_after: dur("force-release-after", &self.force_release_after)?,
-        })
-    }
-
-    /// The pool status interval; `None` when `off`.
-    pub fn pool_status_interval(&self) -> Result<Option<Duration>> {
-        match self.pool_status_interval.as_str() {
-            "off" => Ok(None),
-            v => duration::parse(v).map(Some).ok_or_else(|| Error::Flag {
-                flag: "pool-status-interval",
-                reason: format!("{v:?} is not a duration such as 5s, or off"),
-            }),
-        }
-    }
-}
-
-/// `namespace/name`, or `None` when empty.
-fn object_ref(flag: &'static str, v: &str) -> Result<Option<(String, String)>> {
-    if v.is_empty() {
-        return Ok(None);
-    }
-    match v.split_once('/') {
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(Some((ns.to_string(), name.to_string()))),
-        _ => Err(Error::Flag { flag, reason: format!("{v:?} is not namespace/name") }),
-    }
-}
-
-/// A client whose responses feed `clock` with the API server's `Date`.
-async fn client(opts: &Options, clock: ServerClock) -> Result<Client> {
-    let cfg = match &opts.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(Error::KubeconfigFile)?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(Error::KubeconfigFile)?
-        }
-        None => kube::Config::infer().await.map_err(Error::Kubeconfig)?,
-    };
-    let layer = netendpoint_lease::clock::date_layer(clock);
-    Ok(kube::client::ClientBuilder::try_from(cfg).map_err(Error::Client)?.with_layer(&layer).build())
-}
-
-/// What every replica watches.
-struct Stores {
-    leases: Store<NetworkEndpoint>,
-    nodes: Store<PartialObjectMeta<Node>>,
-    pods: Option<Store<PartialObjectMeta<Pod>>>,
-    needs: Store<NetworkEndpointNeed>,
-    net_conf: Option<Store<ConfigMap>>,
-    statefulsets: Store<StatefulSet>,
-    claims: Store<IPAMClaim>,
-    claims_listed: Arc<AtomicBool>,
-}
-
-/// Runs a reflector for `stream`'s objects, waking `notify` on every event
-/// and setting `listed` once the first list is done.
-fn spawn_reflector<K, S>(
-    writer: reflector::store::Writer<K>,
-    stream: S,
-    notify: Arc<Notify>,
-    what: &'static str,
-    listed: Option<Arc<AtomicBool>>,
-) where
-    K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut s = reflector::reflector(writer, stream).default_backoff().boxed();
-        while let Some(ev) = s.next().await {
-            match ev {
-                Err(e) => warn!(what, error = %e, "watch failed; retrying"),
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(l) = &listed {
-                        l.store(true, Ordering::Relaxed);
-                    }
-                }
-                Ok(_) => {}
-            }
-            notify.notify_one();
-        }
-    });
-}
-
-fn start_watches(client: &Client, opts: &Options, settings: &Settings, notify: &Arc<Notify>) -> Result<Stores> {
-    let cfg = watcher::Config::default;
-    let (leases, w) = reflector::store();
-    let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
-    // Whole objects: the controller reads pool, node and Pod from the spec
-    // (labels only mirror them), and keeps no managedFields.
-    let lease_stream =
-        watcher(Api::<NetworkEndpoint>::all(client.clone()), selected).modify(|ep: &mut NetworkEndpoint| {
-            ep.metadata.managed_fields = None;
-        });
-    spawn_reflector(w, lease_stream, notify.clone(), "leases", None);
-    let (nodes, w) = reflector::store();
-    spawn_reflector(
-        w,
-        watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()),
-        notify.clone(),
-        "nodes",
-        None,
-    );
-    let pods = settings.pod_gone_grace.map(|_| {
-        let (pods, w) = reflector::store();
-        spawn_reflector(
-            w,
-            watcher(Api::<PartialObjectMeta<Pod>>::all(client.clone()), cfg()),
-            notify.clone(),
-            "pods",
-            None,
-        );
-        pods
-    });
-    let (needs, w) = reflector::store();
-    spawn_reflector(w, watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()), notify.clone(), "needs", None);
-    let net_conf = match object_ref("net-conf", &opts.net_conf)? {
-        None => None,
-        Some((ns, name)) => {
-            let (cms, w) = reflector::store();
-            let one = cfg().fields(&format!("metadata.name={name}"));
-            spawn_reflector(
-                w,
-                watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one),
-                notify.clone(),
-                "net-conf",
-                None,
-            );
-            Some(cms)
-        }
-    };
-    // StatefulSets end the legacy holds of their Pods, and get claims for sticky networks.
-    let (statefulsets, w) = reflector::store();
-    let sts = watcher(Api::<StatefulSet>::all(client.clone()), cfg()).modify(|s: &mut StatefulSet| {
-        // Only the replica count is read: drop the Pod template and status.
-        s.spec = s.spec.take().map(|spec| k8s_openapi::api::apps::v1::StatefulSetSpec {
-            replicas: spec.replicas,
-            ..k8s_openapi::api::apps::v1::StatefulSetSpec::default()
-        });
-        s.status = None;
-        s.metadata.managed_fields = None;
-    });
-    spawn_reflector(w, sts, notify.clone(), "statefulsets", None);
-    // Claims: the IPAMClaim CRD may not be installed; until they are
-    // listed, nothing is concluded from a claim's absence.
-    let (claims, w) = reflector::store();
-    let claims_listed = Arc::new(AtomicBool::new(false));
-    let claim_stream = watcher(Api::<IPAMClaim>::all(client.clone()), cfg()).modify(|c: &mut IPAMClaim| {
-        c.metadata.managed_fields = None;
-    });
-    spawn_reflector(w, claim_stream, notify.clone(), "ipamclaims", Some(claims_listed.clone()));
-    Ok(Stores { leases, nodes, pods, needs, net_conf, statefulsets, claims, claims_listed })
-}
-
-impl Stores {
-    async fn ready(&self) {
-        let _ = self.leases.wait_until_ready().await;
-        let _ = self.nodes.wait_until_ready().await;
-        if let Some(p) = &self.pods {
-            let _ = p.wait_until_ready().await;
-        }
-        let _ = self.needs.wait_until_ready().await;
-        if let Some(c) = &self.net_conf {
-            let _ = c.wait_until_ready().await;
-        }
-        let _ = self.statefulsets.wait_until_ready().await;
-    }
-
-    /// The network configs of the net-conf ConfigMap.
-    fn networks(&self) -> Vec<netendpoint_cni::config::IpamConfig> {
-        let mut out = Vec::new();
-        for cm in self.net_conf.iter().flat_map(|c| c.state()) {
-            let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-            let (networks, problems) = netendpoint_cni::config::networks_in_files(files);
-            for p in problems {
-                warn!(problem = %p, "network config gives no capacity");
-            }
-            out.extend(networks);
-        }
-        out
-    }
-
-    fn world(&self, needs: Vec<decide::Need>, networks: &[netendpoint_cni::config::IpamConfig]) -> World {
-        let objects = self.leases.state();
-        World {
-            leases: objects.iter().filter_map(|ep| Lease::of(ep)).collect(),
-            holds: objects.iter().filter_map(|ep| Hold::of(ep)).collect(),
-            nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
-            pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
-            needs,
-            capacity: capacities(networks),
-            statefulsets: self
-                .statefulsets
-                .state()
-                .iter()
-                .map(|s| {
-                    let replicas = s.spec.as_ref().and_then(|sp| sp.replicas).unwrap_or(1);
-                    ((s.namespace().unwrap_or_default(), s.name_any()), i64::from(replicas))
-                })
-                .collect(),
-            statefulsets_known: true,
-            claims: self
-                .claims
-                .state()
-                .iter()
-                .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), claim_facts(c)))
-                .collect(),
-            claims_known: self.claims_listed.load(Ordering::Relaxed),
-            sticky_networks: networks
-                .iter()
-                .filter(|n| n.sticky.as_ref().is_some_and(|s| s.stateful_sets))
-                .map(|n| StickyNetwork { pool: n.pool.clone(), network: n.network.clone() })
-                .collect(),
-        }
-    }
-}
-
-/// The facts the decisions read of a claim.
-pub fn claim_facts(c: &IPAMClaim) -> ClaimFacts {
-    ClaimFacts {
-        uid: c.metadata.uid.clone().unwrap_or_default(),
-        ips: c.status.iter().flat_map(|s| &s.ips).filter_map(|a| a.split('/').next()?.parse().ok()).collect(),
-        statefulset: c.labels().get(LABEL_STATEFULSET).cloned(),
-        network: c.spec.network.clone(),
-    }
-}
-
-/// Capacities by pool of `networks`.
-pub fn capacities(networks: &[netendpoint_cni::config::IpamConfig]) -> HashMap<String, Capacity> {
-    networks.iter().map(|n| (n.pool.clone(), n.capacity())).collect()
-}
-
-/// Shared state of a running controller.
-pub struct Controller {
-    client: Client,
-    clock: ServerClock,
-    recorder: Recorder,
-    metrics: Metrics,
-    ready: AtomicBool,
-}
+pub use crate::options::Options;
+use crate::passes::Passes;
+use crate::watches::Stores;
 
 /// Runs the controller until the process ends.
 pub async fn run(opts: Options) -> Result<()> {
     let settings = opts.settings()?;
-    let pools_param = object_ref("pools-param", &opts.pools_param)?;
-    let mut pool_status = opts.pool_status_interval()?.map(pool_status::PoolStatusWriter::new);
+    let pools_param = opts.pools_param()?;
+    let pool_status = opts.pool_status_interval()?.map(pool_status::PoolStatusWriter::new);
     let clock = ServerClock::default();
-    let client = client(&opts, clock.clone()).await?;
-    let reporter =
-        Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(opts.identity.chars().take(128).collect()) };
-    let ctl = Arc::new(Controller {
-        client: client.clone(),
-        clock: clock.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
-        metrics: Metrics::new(),
-        ready: false.into(),
-    });
+    let client = context::client(opts.kubeconfig.as_deref(), clock.clone()).await?;
+    let ctl = Arc::new(Context::new(client.clone(), clock, &opts.identity));
     let (addr, serve) = http::bind(opts.listen, ctl.clone(), http::Routes::All).await?;
     info!(%addr, identity = %opts.identity, "serving /metrics, /healthz, /readyz");
     tokio::spawn(serve);
-    if !opts.probe_listen.is_empty() {
-        let probe: SocketAddr = opts
-            .probe_listen
-            .parse()
-            .map_err(|e| Error::Flag { flag: "probe-listen", reason: format!("{:?}: {e}", opts.probe_listen) })?;
+    if let Some(probe) = opts.probe_listen()? {
         let (addr, serve) = http::bind(probe, ctl.clone(), http::Routes::Probes).await?;
         info!(%addr, "serving /healthz, /readyz");
         tokio::spawn(serve);
     }
 
     let notify = Arc::new(Notify::new());
-    let stores = start_watches(&client, &opts, &settings, &notify)?;
+    let stores = Stores::start(&client, &opts, &settings, &notify)?;
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
         .with_namespace(&opts.lease_namespace)
         .with_identity(&opts.identity)
@@ -433,23 +94,17 @@ pub async fn run(opts: Options) -> Result<()> {
     stores.ready().await;
     ctl.ready.store(true, Ordering::Relaxed);
     info!("initial lists done");
-    let mut term = Term::default();
+    let mut passes = Passes::new(ctl, stores, settings, pools_param, pool_status);
     let mut was_leader = false;
     loop {
         let is_leader = *leader.borrow_and_update();
         if is_leader != was_leader {
             info!(leader = is_leader, identity = %opts.identity, "leadership changed");
-            // A new term starts every grace again, and writes every summary again.
-            term = Term::default();
-            if let Some(w) = pool_status.as_mut() {
-                w.reset();
-            }
+            passes.new_term();
             was_leader = is_leader;
         }
-        ctl.metrics.set_leader(is_leader);
-        let decision =
-            pass(&ctl, &stores, &settings, &mut term, is_leader, pool_status.as_mut(), pools_param.as_ref()).await;
-        let pause = pause_after(decision.look_again_in);
+        let decision = passes.pass(is_leader).await;
+        let pause = passes::pause_after(decision.look_again_in);
         tokio::select! {
             _ = notify.notified() => {}
             _ = leader.changed() => {}
@@ -464,110 +119,5 @@ pub async fn run(opts: Options) -> Result<()> {
         }
         // Let a burst of watch events land before the next pass.
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// What a leadership term remembers.
-#[derive(Default)]
-struct Term {
-    memory: Memory,
-    needs: needs::Checked,
-    summaries: summary::SummaryWriter,
-    pools: pools_param::PoolsParamWriter,
-    seen_needs: HashSet<String>,
-}
-
-/// One pass: metrics on every replica; summaries, the pools parameter and
-/// the actions on the leader.
-async fn pass(
-    ctl: &Controller,
-    stores: &Stores,
-    settings: &Settings,
-    term: &mut Term,
-    is_leader: bool,
-    pool_status: Option<&mut pool_status::PoolStatusWriter>,
-    pools_param: Option<&(String, String)>,
-) -> Decision {
-    let Some(now) = ctl.clock.now() else { return Decision::default() };
-    let networks = stores.networks();
-    let needs = if is_leader { term.needs.check(&ctl.client, &stores.needs.state(), now).await } else { Vec::new() };
-    let world = stores.world(needs, &networks);
-    let stats = metrics::pool_stats(&world.leases, &world.capacity, now);
-    ctl.metrics.set_pools(&stats);
-    let keys: HashSet<String> = world.needs.iter().map(|n| n.key.clone()).collect();
-    for n in world.needs.iter().filter(|n| !term.seen_needs.contains(&n.key)) {
-        ctl.metrics.needed(&n.pool);
-    }
-    term.seen_needs = keys;
-    if !is_leader {
-        return Decision::default();
-    }
-    let mut decision = decide::decide(&world, settings, &mut term.memory, now);
-    for action in &decision.actions {
-        act::act(ctl, action).await;
-    }
-    let pools: HashSet<String> = networks.iter().map(|n| n.pool.clone()).collect();
-    let wanted = summary::wanted(&world.leases, &world.holds, &pools);
-    let mut later = term.summaries.sync(&ctl.client, &wanted, now).await;
-    ctl.metrics.add_summary_writes(term.summaries.take_writes());
-    if let Some((ns, name)) = pools_param {
-        term.pools.sync(&ctl.client, ns, name, &networks).await;
-    }
-    if let Some(w) = pool_status
-        && let Some(l) = w.sync(&ctl.client, &stats, now).await
-    {
-        later = Some(later.map_or(l, |x| x.min(l)));
-    }
-    if let Some(l) = later {
-        decision.look_again_in = Some(decision.look_again_in.map_or(l, |d| d.min(l)));
-    }
-    decision
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_turn_into_settings_and_pod_gc_can_be_off() {
-        use clap::Parser;
-        let o =
-            Options::parse_from(["x", "--identity", "a", "--pod-gone-grace", "off", "--vanished-node-grace", "90s"]);
-        let s = o.settings().unwrap();
-        assert_eq!(s.pod_gone_grace, None);
-        assert_eq!(s.vanished_node_grace, Duration::from_secs(90));
-        assert_eq!(s.default_force_release_after, Duration::from_secs(600));
-        assert_eq!(o.listen.to_string(), "127.0.0.1:9090", "metrics on loopback by default");
-        let bad = Options::parse_from(["x", "--identity", "a", "--pod-gone-grace", "soon"]);
-        assert!(bad.settings().unwrap_err().to_string().contains("pod-gone-grace"));
-        assert!(object_ref("net-conf", "just-a-name").is_err());
-        assert_eq!(object_ref("net-conf", "").unwrap(), None);
-    }
-
-    #[test]
-    fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {
-        let conflist = serde_json::json!({
-            "cniVersion": "1.1.0", "name": "podnet",
-            "plugins": [{"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
-                "ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/125"}]]}},
-                {"type": "portmap"}]
-        });
-        let other = serde_json::json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
-        let texts = [("10-a.conflist", conflist.to_string()), ("20-b.conf", other.to_string())];
-        let (networks, problems) =
-            netendpoint_cni::config::networks_in_files(texts.iter().map(|(n, t)| (*n, t.as_str())));
-        assert!(problems.is_empty(), "{problems:?}");
-        let caps = capacities(&networks);
-        assert_eq!(caps.len(), 1);
-        let c = caps["pods"];
-        assert!(c.v4 > 0 && c.v6 > 0, "{c:?}");
-    }
-
-    #[test]
-    fn a_pass_due_at_once_waits_for_the_summaries_interval() {
-        assert_eq!(pause_after(Some(Duration::ZERO)), summary::MIN_INTERVAL, "no busy loop of passes");
-        assert_eq!(pause_after(Some(Duration::from_secs(2))), Duration::from_secs(2));
-        assert_eq!(pause_after(Some(Duration::from_secs(600))), IDLE_PASS);
-        assert_eq!(pause_after(None), IDLE_PASS);
     }
 }

@@ -38,6 +38,8 @@ pub struct Metrics {
     reclaimed: Family<PoolLabel, Counter>,
     leaked: Family<PoolLabel, Counter>,
     needed: Family<PoolLabel, Counter>,
+    waiting: Family<PoolLabel, Gauge>,
+    oldest_wait: Family<PoolLabel, Gauge<f64, AtomicU64>>,
     summary_writes: Counter,
     leader: Gauge,
 }
@@ -63,6 +65,8 @@ impl Metrics {
             reclaimed: Family::default(),
             leaked: Family::default(),
             needed: Family::default(),
+            waiting: Family::default(),
+            oldest_wait: Family::default(),
             summary_writes: Counter::default(),
             leader: Gauge::default(),
             registry: Registry::default(),
@@ -98,8 +102,14 @@ impl Metrics {
         registry.register("leak_deletions", "Leases of gone Pods whose release was requested", m.leaked.clone());
         registry.register(
             "adds_waited",
-            "ADDs that found their pool full and waited (NetworkEndpointNeed signals)",
+            "ADDs that found their pool full and waited (NetworkEndpointNeed entries)",
             m.needed.clone(),
+        );
+        registry.register("pool_waiting", "ADDs waiting in the pool's queue now", m.waiting.clone());
+        registry.register(
+            "pool_oldest_wait_seconds",
+            "How long the first ADD in the pool's queue has waited (0 when none waits)",
+            m.oldest_wait.clone(),
         );
         registry.register(
             "summary_writes",
@@ -133,6 +143,25 @@ impl Metrics {
                 self.by_finalizer.get_or_create(&fl).set(gauge(u128::from(*n)));
             }
             self.oldest.get_or_create(&l).set(s.oldest_release.map_or(0.0, |d| d.as_secs_f64()));
+        }
+    }
+
+    /// Replaces the queue gauges: per pool, the entries still waiting at
+    /// `now`, and how long the oldest of them has waited.
+    pub fn set_queues(&self, waiters: &[netendpoint_lease::queue::Waiter], now: k8s_openapi::jiff::Timestamp) {
+        self.waiting.clear();
+        self.oldest_wait.clear();
+        let mut by_pool: std::collections::BTreeMap<&str, (i64, f64)> = std::collections::BTreeMap::new();
+        for w in waiters.iter().filter(|w| w.deadline > now) {
+            let waited = now.duration_since(w.created).as_secs_f64().max(0.0);
+            let e = by_pool.entry(w.pool.as_str()).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(waited);
+        }
+        for (pool, (n, oldest)) in by_pool {
+            let l = PoolLabel { pool: pool.to_string() };
+            self.waiting.get_or_create(&l).set(n);
+            self.oldest_wait.get_or_create(&l).set(oldest);
         }
     }
 

@@ -17,10 +17,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, DeleteParams};
-use netendpoint_crd::NetworkEndpointNeed;
+use netendpoint_crd::{NetworkEndpointNeed, PodRef};
 use tracing::{debug, info, warn};
 
-use crate::decide::Need;
+use crate::decide::{Need, Waiter};
 
 /// The least time between two needs of one node and pool that the controller believes.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(5);
@@ -32,6 +32,8 @@ pub const STALE_AFTER: Duration = Duration::from_secs(120);
 pub struct Checked {
     /// name → (resourceVersion, the need if believed, when it was checked).
     seen: HashMap<String, (String, Option<Need>, Timestamp)>,
+    /// Queue entries, by UID: their check, done once (their spec never changes).
+    entries: HashMap<String, Result<(), String>>,
 }
 
 impl Checked {
@@ -43,6 +45,9 @@ impl Checked {
         objects: &[std::sync::Arc<NetworkEndpointNeed>],
         now: Timestamp,
     ) -> Vec<Need> {
+        // Queue entries are checked by `check_entries`; these are older plugins' needs.
+        let objects: Vec<_> = objects.iter().filter(|o| o.spec.slot.is_none()).cloned().collect();
+        let objects = objects.as_slice();
         let names: std::collections::HashSet<String> = objects.iter().filter_map(|o| o.metadata.name.clone()).collect();
         self.seen.retain(|n, _| names.contains(n));
         let mut out = Vec::new();
@@ -74,6 +79,54 @@ impl Checked {
         }
         out
     }
+}
+
+impl Checked {
+    /// The check of every queue entry among `waiters`, by UID: the new ones
+    /// are checked now (one Pod GET each, all at once), the others as they
+    /// were. A Pod that cannot be read leaves its entry unchecked (neither
+    /// served nor dropped) until the next pass.
+    pub async fn check_entries(&mut self, client: &Client, waiters: &[Waiter]) -> HashMap<String, Result<(), String>> {
+        self.entries.retain(|uid, _| waiters.iter().any(|w| &w.uid == uid));
+        let new: Vec<&Waiter> = waiters.iter().filter(|w| !self.entries.contains_key(&w.uid)).collect();
+        let checks = new.iter().map(|w| async move { (w.uid.clone(), pod_waits(client, &w.pod, &w.node).await) });
+        for (uid, res) in futures::future::join_all(checks).await {
+            match res {
+                Ok(r) => {
+                    if let Err(why) = &r {
+                        warn!(entry_uid = %uid, %why, "queue entry not believed");
+                    }
+                    self.entries.insert(uid, r);
+                }
+                Err(e) => {
+                    warn!(entry_uid = %uid, error = %e, "cannot read the queue entry's Pod; checked again next pass")
+                }
+            }
+        }
+        self.entries.clone()
+    }
+}
+
+/// Whether Pod `pod` waits for its sandbox on `node`: it exists with that
+/// UID, is bound to `node`, is not being deleted, and has not started
+/// (phase `Pending`). `Err` when the Pod cannot be read.
+async fn pod_waits(client: &Client, pod: &PodRef, node: &str) -> kube::Result<Result<(), String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let found = pods.get_opt(&pod.name).await?;
+    Ok(match &found {
+        None => Err("its Pod does not exist".to_string()),
+        Some(p) if p.metadata.uid.as_deref() != Some(pod.uid.as_str()) || pod.uid.is_empty() => {
+            Err("its Pod is another one (UID)".into())
+        }
+        Some(p) if p.metadata.deletion_timestamp.is_some() => Err("its Pod is being deleted".into()),
+        Some(p) if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node) => {
+            Err(format!("its Pod is not bound to node {node}"))
+        }
+        Some(p) if p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Pending") => {
+            Err("its Pod is not waiting for its sandbox (phase is not Pending)".into())
+        }
+        Some(_) => Ok(()),
+    })
 }
 
 /// The need `o` if its Pod is waiting for its sandbox on the need's node.

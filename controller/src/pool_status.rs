@@ -14,7 +14,7 @@ use netendpoint_crd::{NetworkEndpointPool, NetworkEndpointPoolStatus, is_dns1123
 use netendpoint_lease::pools::{PoolStats, status_of};
 use tracing::{debug, warn};
 
-use crate::REPORTING_CONTROLLER;
+use crate::context::REPORTING_CONTROLLER;
 
 /// What was last written, per pool.
 pub struct PoolStatusWriter {

@@ -42,8 +42,10 @@ pub struct Wanted {
 /// The summaries of `leases` and `holds`. A hold counts as leased, and
 /// never as releasing: its address is the claim's. An incarnation is left
 /// out (its hold already counts its address), and so is the release of a
-/// lease of an older version held by the sticky-hold finalizer.
-pub fn wanted(leases: &[Lease], holds: &[Hold], pools: &HashSet<String>) -> Wanted {
+/// lease of an older version held by the sticky-hold finalizer. An address
+/// `promised` to a waiting ADD counts as leased, so that no ADD that reads
+/// the summaries takes it before the ADD it is promised to.
+pub fn wanted(leases: &[Lease], holds: &[Hold], promised: &[(String, IpAddr)], pools: &HashSet<String>) -> Wanted {
     let mut w = Wanted::default();
     let mut mark = |pool: &str, ip: IpAddr, releasing: bool| {
         let v = w.shards.entry((pool.to_string(), shard_first(ip))).or_default();
@@ -59,6 +61,10 @@ pub fn wanted(leases: &[Lease], holds: &[Hold], pools: &HashSet<String>) -> Want
     }
     for h in holds {
         mark(&h.pool, h.ip, false);
+    }
+    for (pool, ip) in promised {
+        let v = w.shards.entry((pool.clone(), shard_first(*ip))).or_default();
+        v.leased.set(shard_index(*ip));
     }
     for ((pool, first), v) in &w.shards {
         let counts = (
@@ -306,12 +312,15 @@ mod tests {
         let mut inc = lease("10.0.0.5", true);
         inc.incarnation = Some(2);
         let leases = vec![lease("10.0.0.1", false), lease("10.0.0.2", true), lease("10.0.1.7", false), inc];
-        let w = wanted(&leases, &[], &["p".to_string(), "empty".to_string()].into());
+        // .9 is free, and promised to a waiting ADD: it counts as leased.
+        let promised = [("p".to_string(), "10.0.0.9".parse().unwrap())];
+        let w = wanted(&leases, &[], &promised, &["p".to_string(), "empty".to_string()].into());
         let first: IpAddr = "10.0.0.0".parse().unwrap();
         let v = w.shards[&("p".to_string(), first)];
         assert!(v.leased.get(1) && v.leased.get(2) && !v.leased.get(5));
+        assert!(v.leased.get(9) && !v.releasing.get(9), "a promised address is leased to every reader");
         assert!(v.releasing.get(2) && !v.releasing.get(1));
-        assert_eq!(w.pools["p"][&first], (2, 1));
+        assert_eq!(w.pools["p"][&first], (3, 1));
         assert_eq!(w.pools["p"].len(), 2);
         assert!(w.pools["empty"].is_empty());
     }
@@ -326,9 +335,9 @@ mod tests {
         // "kept" was confirmed 10 s ago.
         writer.pools.insert("gone".into(), (PoolCounts::new(), long_ago));
         writer.pools.insert("kept".into(), (PoolCounts::new(), ten_s_ago));
-        let only_kept = wanted(&[], &[], &["kept".to_string()].into());
+        let only_kept = wanted(&[], &[], &[], &["kept".to_string()].into());
         assert_eq!(writer.confirm_in(&only_kept, at), Some(CONFIRM_EVERY - Duration::from_secs(10)));
-        let none = wanted(&[], &[], &HashSet::new());
+        let none = wanted(&[], &[], &[], &HashSet::new());
         assert_eq!(writer.confirm_in(&none, at), None, "a gone pool would make every pass due at once");
     }
 }

@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 pub mod ipamclaim;
 pub mod need;
 pub mod pool_resource;
+pub mod refs;
+pub mod schema;
 pub mod shard;
 
 pub use need::{
@@ -26,6 +28,11 @@ pub use need::{
 };
 pub use pool_resource::{
     NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus, PoolSummary, ShardRun,
+};
+pub use refs::{ClaimRef, PodRef};
+pub use schema::{
+    PATTERN_CNI_NAME, PATTERN_DNS_LABEL, PATTERN_DNS_SUBDOMAIN, PATTERN_DURATION, PATTERN_FINALIZER, PATTERN_IF_NAME,
+    PATTERN_UID,
 };
 pub use shard::{NetworkEndpointShard, NetworkEndpointShardSpec, NetworkEndpointShardStatus, SHARD_BITS, SHARD_SIZE};
 
@@ -170,20 +177,6 @@ pub const MAX_STICKY_FOR_SECS: u64 = 30 * 24 * 3600;
 pub const RULE_STICKY_FOR_CAPPED: &str = "!has(self.spec.stickyFor) || (self.spec.stickyFor.matches('^[0-9]+$') \
 ? int(self.spec.stickyFor) <= 2592000 : duration(self.spec.stickyFor) <= duration('720h'))";
 
-/// A DNS-1123 subdomain (object names, node and pool names).
-pub const PATTERN_DNS_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
-/// A DNS-1123 label (namespaces).
-pub const PATTERN_DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
-/// What the CNI specification allows in a network name and a container ID.
-pub const PATTERN_CNI_NAME: &str = r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$";
-/// An interface name: no `/`, `:` or whitespace (the CNI specification).
-pub const PATTERN_IF_NAME: &str = r"^[^/:\s]+$";
-/// A Kubernetes UID.
-pub const PATTERN_UID: &str = r"^[a-zA-Z0-9][a-zA-Z0-9-]*$";
-/// A duration as netendpoint writes it (`600s`, `1500ms`, `1h30m`).
-pub const PATTERN_DURATION: &str = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h)?)+$";
-/// A finalizer: a qualified name `<domain>/<name>`.
-pub const PATTERN_FINALIZER: &str = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 /// Most finalizers a lease (or a hold, for its incarnations) may carry.
 pub const MAX_FINALIZERS: usize = 16;
 
@@ -322,21 +315,6 @@ pub enum Role {
     Hold,
 }
 
-/// The sticky identity a hold or an incarnation belongs to: an `IPAMClaim`
-/// (`k8s.cni.cncf.io/v1alpha1`) in the Pod's namespace.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
-pub struct ClaimRef {
-    /// The claim's namespace (the Pod's).
-    #[schemars(length(min = 1, max = 63), pattern(PATTERN_DNS_LABEL))]
-    pub namespace: String,
-    /// The claim's name.
-    #[schemars(length(min = 1, max = 253), pattern(PATTERN_DNS_SUBDOMAIN))]
-    pub name: String,
-    /// The claim's UID: a claim deleted and created again under the same name is another identity.
-    #[schemars(length(min = 1, max = 64), pattern(PATTERN_UID))]
-    pub uid: String,
-}
-
 /// The state of a hold, written by the controller and, for
 /// [`NetworkEndpointStatus::request`] only, by the plugin of the node that
 /// asks for the next incarnation. Empty on endpoints.
@@ -407,22 +385,6 @@ pub enum HoldPhase {
     Releasing,
 }
 
-/// Identity of the Pod behind a sandbox. Informational only: there is no
-/// ownerReference, so deleting the Pod object does not release the IP.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, JsonSchema, Default)]
-pub struct PodRef {
-    /// Pod namespace (K8S_POD_NAMESPACE).
-    #[schemars(length(min = 1, max = 63), pattern(PATTERN_DNS_LABEL))]
-    pub namespace: String,
-    /// Pod name (K8S_POD_NAME).
-    #[schemars(length(min = 1, max = 253), pattern(PATTERN_DNS_SUBDOMAIN))]
-    pub name: String,
-    /// Pod UID (K8S_POD_UID), if known.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(max = 64), pattern(r"^[a-zA-Z0-9-]*$"))]
-    pub uid: String,
-}
-
 fn prefix_length_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": 128 })
 }
@@ -432,11 +394,6 @@ pub const MAX_INCARNATION: u32 = 2_000_000_000;
 
 fn incarnation_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer", "minimum": 1, "maximum": MAX_INCARNATION })
-}
-
-/// The schema of a count (an integer from 0).
-pub(crate) fn count_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": 2_000_000_000 })
 }
 
 impl NetworkEndpoint {

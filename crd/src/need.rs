@@ -20,7 +20,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{PATTERN_CNI_NAME, PATTERN_DNS_SUBDOMAIN, PATTERN_IF_NAME, PodRef};
+use crate::refs::PodRef;
+use crate::schema::{PATTERN_CNI_NAME, PATTERN_DNS_SUBDOMAIN, PATTERN_IF_NAME};
 
 /// Entries one node may hold per pool: the slot of an entry's name is below
 /// this (the schema bounds it, since admission cannot count objects).

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::PATTERN_DNS_SUBDOMAIN;
+use crate::schema::PATTERN_DNS_SUBDOMAIN;
 
 /// log2 of the addresses in a shard: an aligned IPv4 /24 or IPv6 /120.
 pub const SHARD_BITS: u32 = 8;
@@ -64,10 +64,10 @@ pub struct NetworkEndpointShardStatus {
     #[schemars(length(max = 64))]
     pub releasing_bits: String,
     /// How many addresses have a lease.
-    #[schemars(schema_with = "crate::count_schema")]
+    #[schemars(schema_with = "crate::schema::count_schema")]
     pub leased: u32,
     /// How many of them are being released.
-    #[schemars(schema_with = "crate::count_schema")]
+    #[schemars(schema_with = "crate::schema::count_schema")]
     pub releasing: u32,
     /// When the controller wrote this.
     #[serde(default, skip_serializing_if = "Option::is_none")]

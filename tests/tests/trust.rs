@@ -109,6 +109,7 @@ fn request(k: u32, node: &str) -> IncarnationRequest {
         if_name: "eth0".into(),
         pod: PodRef { namespace: "default".into(), name: "web-0".into(), uid: h::unique("pod-uid") },
         accepted: false,
+        deadline: None,
     }
 }
 

@@ -6,7 +6,7 @@
 //! - [`Summaries`]: the shard and pool summaries the controller writes;
 //! - [`Cluster`]: facts about the cluster (Nodes, Pods, claims, discovery);
 //! - [`Queue`]: this ADD's entry in its pool's queue when the pool is full;
-//! - [`Signals`]: Events.
+//! - [`Signals`]: the Events an invocation records.
 //!
 //! [`kube::KubeStore`] implements them against the API server; the unit
 //! tests use an in-memory store (`mem.rs`) with the same 409 and finalizer

@@ -1,0 +1,135 @@
+//! The passes of one replica: on every change it watches, and at the
+//! latest when a grace or an interval ends, one pass publishes the pools'
+//! metrics and, on the leader, takes the decided actions and writes the
+//! summaries, the pools parameter and the pool statuses.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::Context;
+use crate::decide::{self, Decision, Memory, Settings};
+use crate::pool_status::PoolStatusWriter;
+use crate::pools_param::PoolsParamWriter;
+use crate::summary::{self, SummaryWriter};
+use crate::watches::Stores;
+use crate::{act, metrics, needs};
+
+/// The longest pause between two passes when nothing changes.
+const IDLE_PASS: Duration = Duration::from_secs(30);
+
+/// The pause before the next pass. Never a pass at once again: a timer due
+/// now (a failed write, a grace that ends) waits for the summaries' own
+/// interval, and nothing waits longer than an idle pass.
+pub fn pause_after(look_again_in: Option<Duration>) -> Duration {
+    look_again_in.map_or(IDLE_PASS, |d| d.clamp(summary::MIN_INTERVAL, IDLE_PASS))
+}
+
+/// What a leadership term remembers.
+#[derive(Default)]
+struct Term {
+    memory: Memory,
+    needs: needs::Checked,
+    summaries: SummaryWriter,
+    pools: PoolsParamWriter,
+    seen_needs: HashSet<String>,
+}
+
+/// What one replica's passes share from one pass to the next: the context,
+/// the watches, the settings, the pool status writer, the pools parameter's
+/// ConfigMap, and what the current leadership term remembers.
+pub struct Passes {
+    ctl: Arc<Context>,
+    stores: Stores,
+    settings: Settings,
+    pools_param: Option<(String, String)>,
+    pool_status: Option<PoolStatusWriter>,
+    term: Term,
+}
+
+impl Passes {
+    /// The passes over `stores`, in a first term; `pools_param` names the
+    /// pools parameter's ConfigMap, `pool_status` writes the pool statuses.
+    pub fn new(
+        ctl: Arc<Context>,
+        stores: Stores,
+        settings: Settings,
+        pools_param: Option<(String, String)>,
+        pool_status: Option<PoolStatusWriter>,
+    ) -> Self {
+        Self { ctl, stores, settings, pools_param, pool_status, term: Term::default() }
+    }
+
+    /// Starts a new leadership term: every grace starts again, and every
+    /// summary and pool status is written again.
+    pub fn new_term(&mut self) {
+        self.term = Term::default();
+        if let Some(w) = self.pool_status.as_mut() {
+            w.reset();
+        }
+    }
+
+    /// One pass: metrics on every replica; summaries, the pools parameter and
+    /// the actions on the leader.
+    pub async fn pass(&mut self, is_leader: bool) -> Decision {
+        let ctl = &*self.ctl;
+        let term = &mut self.term;
+        ctl.metrics.set_leader(is_leader);
+        let Some(now) = ctl.clock.now() else { return Decision::default() };
+        let networks = self.stores.networks();
+        let needs = if is_leader { term.needs.check(&ctl.client, &self.stores.needs(), now).await } else { Vec::new() };
+        let mut world = self.stores.world(needs, &networks);
+        if is_leader {
+            world.believed = term.needs.check_entries(&ctl.client, &world.waiters).await;
+        }
+        ctl.metrics.set_queues(&world.waiters, now);
+        let stats = metrics::pool_stats(&world.leases, &world.capacity, now);
+        ctl.metrics.set_pools(&stats);
+        let keys: HashSet<String> =
+            world.needs.iter().map(|n| n.key.clone()).chain(world.waiters.iter().map(|w| w.uid.clone())).collect();
+        for n in world.needs.iter().filter(|n| !term.seen_needs.contains(&n.key)) {
+            ctl.metrics.needed(&n.pool);
+        }
+        for w in world.waiters.iter().filter(|w| !term.seen_needs.contains(&w.uid)) {
+            ctl.metrics.needed(&w.pool);
+        }
+        term.seen_needs = keys;
+        if !is_leader {
+            return Decision::default();
+        }
+        let mut decision = decide::decide(&world, &self.settings, &mut term.memory, now);
+        for action in &decision.actions {
+            act::act(ctl, action).await;
+        }
+        let pools: HashSet<String> = networks.iter().map(|n| n.pool.clone()).collect();
+        let promised = decide::promised(&world, &decision);
+        let wanted = summary::wanted(&world.leases, &world.holds, &promised, &pools);
+        let mut later = term.summaries.sync(&ctl.client, &wanted, now).await;
+        ctl.metrics.add_summary_writes(term.summaries.take_writes());
+        if let Some((ns, name)) = &self.pools_param {
+            term.pools.sync(&ctl.client, ns, name, &networks).await;
+        }
+        if let Some(w) = self.pool_status.as_mut()
+            && let Some(l) = w.sync(&ctl.client, &stats, now).await
+        {
+            later = Some(later.map_or(l, |x| x.min(l)));
+        }
+        if let Some(l) = later {
+            decision.look_again_in = Some(decision.look_again_in.map_or(l, |d| d.min(l)));
+        }
+        decision
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_due_at_once_waits_for_the_summaries_interval() {
+        assert_eq!(pause_after(Some(Duration::ZERO)), summary::MIN_INTERVAL, "no busy loop of passes");
+        assert_eq!(pause_after(Some(Duration::from_secs(2))), Duration::from_secs(2));
+        assert_eq!(pause_after(Some(Duration::from_secs(600))), IDLE_PASS);
+        assert_eq!(pause_after(None), IDLE_PASS);
+    }
+}

@@ -1,0 +1,263 @@
+//! What every replica watches, through kube-runtime reflectors (no
+//! polling): [`Stores`], and the snapshot of them the decisions run over
+//! ([`Stores::world`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::Client;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use netendpoint_crd::ipamclaim::IPAMClaim;
+use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed};
+use tokio::sync::Notify;
+use tracing::warn;
+
+use crate::claims;
+use crate::decide::{self, Capacity, Hold, Lease, Settings, StickyNetwork, World};
+use crate::error::Result;
+use crate::options::Options;
+
+/// What every replica watches.
+pub struct Stores {
+    leases: Store<NetworkEndpoint>,
+    nodes: Store<PartialObjectMeta<Node>>,
+    pods: Option<Store<PartialObjectMeta<Pod>>>,
+    needs: Store<NetworkEndpointNeed>,
+    net_conf: Option<Store<ConfigMap>>,
+    statefulsets: Store<StatefulSet>,
+    claims: Store<IPAMClaim>,
+    claims_listed: Arc<AtomicBool>,
+}
+
+/// Runs a reflector for `stream`'s objects, waking `notify` on every event
+/// and setting `listed` once the first list is done.
+fn spawn_reflector<K, S>(
+    writer: reflector::store::Writer<K>,
+    stream: S,
+    notify: Arc<Notify>,
+    what: &'static str,
+    listed: Option<Arc<AtomicBool>>,
+) where
+    K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut s = reflector::reflector(writer, stream).default_backoff().boxed();
+        while let Some(ev) = s.next().await {
+            match ev {
+                Err(e) => warn!(what, error = %e, "watch failed; retrying"),
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(l) = &listed {
+                        l.store(true, Ordering::Relaxed);
+                    }
+                }
+                Ok(_) => {}
+            }
+            notify.notify_one();
+        }
+    });
+}
+
+impl Stores {
+    /// Starts a reflector for each kind the controller reads, each waking
+    /// `notify` on every event: the leases of `--selector`, Nodes, the
+    /// needs, StatefulSets, claims, the `--net-conf` ConfigMap when named,
+    /// and Pods when the Pod-gone cleanup is on.
+    pub fn start(client: &Client, opts: &Options, settings: &Settings, notify: &Arc<Notify>) -> Result<Self> {
+        let cfg = watcher::Config::default;
+        let (leases, w) = reflector::store();
+        let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
+        // Whole objects: the controller reads pool, node and Pod from the spec
+        // (labels only mirror them), and keeps no managedFields.
+        let lease_stream =
+            watcher(Api::<NetworkEndpoint>::all(client.clone()), selected).modify(|ep: &mut NetworkEndpoint| {
+                ep.metadata.managed_fields = None;
+            });
+        spawn_reflector(w, lease_stream, notify.clone(), "leases", None);
+        let (nodes, w) = reflector::store();
+        spawn_reflector(
+            w,
+            watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()),
+            notify.clone(),
+            "nodes",
+            None,
+        );
+        let pods = settings.pod_gone_grace.map(|_| {
+            let (pods, w) = reflector::store();
+            spawn_reflector(
+                w,
+                watcher(Api::<PartialObjectMeta<Pod>>::all(client.clone()), cfg()),
+                notify.clone(),
+                "pods",
+                None,
+            );
+            pods
+        });
+        let (needs, w) = reflector::store();
+        spawn_reflector(
+            w,
+            watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()),
+            notify.clone(),
+            "needs",
+            None,
+        );
+        let net_conf = match opts.net_conf()? {
+            None => None,
+            Some((ns, name)) => {
+                let (cms, w) = reflector::store();
+                let one = cfg().fields(&format!("metadata.name={name}"));
+                spawn_reflector(
+                    w,
+                    watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one),
+                    notify.clone(),
+                    "net-conf",
+                    None,
+                );
+                Some(cms)
+            }
+        };
+        // StatefulSets end the legacy holds of their Pods, and get claims for sticky networks.
+        let (statefulsets, w) = reflector::store();
+        let sts = watcher(Api::<StatefulSet>::all(client.clone()), cfg()).modify(|s: &mut StatefulSet| {
+            // Only the replica count is read: drop the Pod template and status.
+            s.spec = s.spec.take().map(|spec| k8s_openapi::api::apps::v1::StatefulSetSpec {
+                replicas: spec.replicas,
+                ..k8s_openapi::api::apps::v1::StatefulSetSpec::default()
+            });
+            s.status = None;
+            s.metadata.managed_fields = None;
+        });
+        spawn_reflector(w, sts, notify.clone(), "statefulsets", None);
+        // Claims: the IPAMClaim CRD may not be installed; until they are
+        // listed, nothing is concluded from a claim's absence.
+        let (claims, w) = reflector::store();
+        let claims_listed = Arc::new(AtomicBool::new(false));
+        let claim_stream = watcher(Api::<IPAMClaim>::all(client.clone()), cfg()).modify(|c: &mut IPAMClaim| {
+            c.metadata.managed_fields = None;
+        });
+        spawn_reflector(w, claim_stream, notify.clone(), "ipamclaims", Some(claims_listed.clone()));
+        Ok(Stores { leases, nodes, pods, needs, net_conf, statefulsets, claims, claims_listed })
+    }
+
+    /// Returns once every store has its first list (the claims excepted:
+    /// their CRD may not be installed).
+    pub async fn ready(&self) {
+        let _ = self.leases.wait_until_ready().await;
+        let _ = self.nodes.wait_until_ready().await;
+        if let Some(p) = &self.pods {
+            let _ = p.wait_until_ready().await;
+        }
+        let _ = self.needs.wait_until_ready().await;
+        if let Some(c) = &self.net_conf {
+            let _ = c.wait_until_ready().await;
+        }
+        let _ = self.statefulsets.wait_until_ready().await;
+    }
+
+    /// The needs of waiting ADDs, as watched (not checked yet).
+    pub fn needs(&self) -> Vec<Arc<NetworkEndpointNeed>> {
+        self.needs.state()
+    }
+
+    /// The queue entries among them, as the decisions read them.
+    pub fn waiters(&self) -> Vec<decide::Waiter> {
+        self.needs.state().iter().filter_map(|e| decide::Waiter::of(e)).collect()
+    }
+
+    /// The network configs of the net-conf ConfigMap.
+    pub fn networks(&self) -> Vec<netendpoint_cni::config::IpamConfig> {
+        let mut out = Vec::new();
+        for cm in self.net_conf.iter().flat_map(|c| c.state()) {
+            let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
+            let (networks, problems) = netendpoint_cni::config::networks_in_files(files);
+            for p in problems {
+                warn!(problem = %p, "network config gives no capacity");
+            }
+            out.extend(networks);
+        }
+        out
+    }
+
+    /// The snapshot the decisions run over: the stores' objects as the
+    /// decisions read them, `needs` (checked by the caller) and the
+    /// capacities and sticky networks of `networks`.
+    pub fn world(&self, needs: Vec<decide::Need>, networks: &[netendpoint_cni::config::IpamConfig]) -> World {
+        let objects = self.leases.state();
+        let mut ranges: HashMap<String, Vec<netendpoint_cni::allocator::RangeSet>> = HashMap::new();
+        for n in networks {
+            // Networks sharing a pool share its ranges: the first one says them.
+            ranges.entry(n.pool.clone()).or_insert_with(|| n.range_sets.clone());
+        }
+        World {
+            waiters: self.waiters(),
+            believed: HashMap::new(),
+            ranges,
+            leases: objects.iter().filter_map(|ep| Lease::of(ep)).collect(),
+            holds: objects.iter().filter_map(|ep| Hold::of(ep)).collect(),
+            nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
+            pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
+            needs,
+            capacity: capacities(networks),
+            statefulsets: self
+                .statefulsets
+                .state()
+                .iter()
+                .map(|s| {
+                    let replicas = s.spec.as_ref().and_then(|sp| sp.replicas).unwrap_or(1);
+                    ((s.namespace().unwrap_or_default(), s.name_any()), i64::from(replicas))
+                })
+                .collect(),
+            statefulsets_known: true,
+            claims: self
+                .claims
+                .state()
+                .iter()
+                .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), claims::facts(c)))
+                .collect(),
+            claims_known: self.claims_listed.load(Ordering::Relaxed),
+            sticky_networks: networks
+                .iter()
+                .filter(|n| n.sticky.as_ref().is_some_and(|s| s.stateful_sets))
+                .map(|n| StickyNetwork { pool: n.pool.clone(), network: n.network.clone() })
+                .collect(),
+        }
+    }
+}
+
+/// Capacities by pool of `networks`.
+pub fn capacities(networks: &[netendpoint_cni::config::IpamConfig]) -> HashMap<String, Capacity> {
+    networks.iter().map(|n| (n.pool.clone(), n.capacity())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {
+        let conflist = serde_json::json!({
+            "cniVersion": "1.1.0", "name": "podnet",
+            "plugins": [{"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
+                "ranges": [[{"subnet": "10.0.0.0/29"}], [{"subnet": "fd00::/125"}]]}},
+                {"type": "portmap"}]
+        });
+        let other = serde_json::json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
+        let texts = [("10-a.conflist", conflist.to_string()), ("20-b.conf", other.to_string())];
+        let (networks, problems) =
+            netendpoint_cni::config::networks_in_files(texts.iter().map(|(n, t)| (*n, t.as_str())));
+        assert!(problems.is_empty(), "{problems:?}");
+        let caps = capacities(&networks);
+        assert_eq!(caps.len(), 1);
+        let c = caps["pods"];
+        assert!(c.v4 > 0 && c.v6 > 0, "{c:?}");
+    }
+}
