@@ -205,7 +205,9 @@ mod tests {
 
     #[test]
     fn free_addresses_go_first_to_the_first_arrivals_then_releases_in_order() {
-        let cases: &[(&[&str], &[&str], usize, &[Option<&str>])] = &[
+        // (free, releasing, waiters, promised)
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], usize, &'a [Option<&'a str>]);
+        let cases: &[Case] = &[
             (&[], &[], 2, &[None, None]),
             (&["10.0.0.1"], &[], 2, &[Some("10.0.0.1"), None]),
             (&[], &["10.0.0.5", "10.0.0.6"], 3, &[Some("10.0.0.5~"), Some("10.0.0.6~"), None]),
