@@ -34,7 +34,9 @@ pub const MAX_NEED_WAIT_SECONDS: u32 = 110;
 /// CEL rule of the CRD: the name is [`need_name`] of the spec, so a node's
 /// entries of one pool are bounded by the slots.
 pub const RULE_NEED_NAME: &str = "has(self.spec.slot) \
-? self.metadata.name == self.spec.pool + '.' + self.spec.node + '.' + string(self.spec.slot) \
+? (self.metadata.name.startsWith(self.spec.pool + '.' + self.spec.node + '.') \
+&& self.metadata.name.substring(size(self.spec.pool) + size(self.spec.node) + 2).matches('^(0|[1-9][0-9]?)$') \
+&& int(self.metadata.name.substring(size(self.spec.pool) + size(self.spec.node) + 2)) == self.spec.slot) \
 : self.metadata.name == self.spec.pool + '.' + self.spec.node";
 
 /// CEL rule of the CRD: a queue entry (with a slot) says which family,
