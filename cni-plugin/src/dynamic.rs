@@ -433,6 +433,24 @@ async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>)
     Ok(out)
 }
 
+/// The releases in progress this ADD knows of, read by name (at most
+/// [`READ_RELEASES`]): what it forces with `crossNode: plugin`, and what its
+/// exhaustion error names (the finalizers they wait on). A failed read
+/// leaves a release out.
+async fn read_releases<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Vec<NetworkEndpoint> {
+    let Ok(ips) = releases_in_progress(c, s).await else { return Vec::new() };
+    let mut read = Vec::new();
+    for ip in ips.into_iter().take(READ_RELEASES) {
+        if let Ok(Some(ep)) = c.store.get(&endpoint_name(&c.conf.pool, ip)).await
+            && ep.is_releasing()
+            && !ep.is_hold()
+        {
+            read.push(ep);
+        }
+    }
+    read
+}
+
 /// What a promise gave.
 enum Taken {
     /// The address is this ADD's.
@@ -585,7 +603,11 @@ async fn wait_in_queue<S: Store>(
             handled = Some(p);
         }
         if wait.passed() {
-            return Err(Error::PoolExhausted(Box::new(exhaustion_queued(c, s, releasing.as_slice(), wait, entry))));
+            let read = match releasing.take() {
+                Some(ep) => vec![ep],
+                None => read_releases(c, s).await,
+            };
+            return Err(Error::PoolExhausted(Box::new(exhaustion_queued(c, s, &read, wait, entry))));
         }
         if !unordered && entry.as_ref().is_some_and(|e| !e.acknowledged()) && acked_by.passed() {
             warn!(pool = %c.conf.pool, "netendpoint-controller has not ordered this ADD's queue entry: also looking on its own");
@@ -676,16 +698,7 @@ async fn look_again<S: Store>(
     if found.is_some() || !*unordered || c.conf.cross_node != CrossNode::Plugin {
         return Ok(found);
     }
-    let mut read = Vec::new();
-    for ip in releases_in_progress(c, s).await?.into_iter().take(READ_RELEASES) {
-        let name = endpoint_name(&c.conf.pool, ip);
-        if let Some(ep) = c.retrying("read a release", || c.store.get(&name)).await?
-            && ep.is_releasing()
-            && !ep.is_hold()
-        {
-            read.push(ep);
-        }
-    }
+    let read = read_releases(c, s).await;
     force_stuck(c, &read, make, wait).await
 }
 
