@@ -161,8 +161,7 @@ async fn pressure_refusal(ctl: &Context, hold: &Hold, w: &PressureFor) -> kube::
 }
 
 /// Why `req` is not to be served now, read from the API server: the hold
-/// is gone or another one, no longer asks for it, or too little of the
-/// asking ADD's wait is left for it to see the answer.
+/// is gone or another one, or no longer asks for it.
 async fn stale_request(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::Result<Option<String>> {
     let Some(now) = endpoints(ctl).get_opt(&hold.name).await? else { return Ok(Some("the hold is gone".into())) };
     if now.metadata.uid.as_deref() != Some(hold.uid.as_str()) {
@@ -172,12 +171,18 @@ async fn stale_request(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> 
     if pending.as_ref().is_none_or(|p| p.incarnation != req.incarnation || p.container_id != req.container_id) {
         return Ok(Some("the hold no longer asks for it".into()));
     }
-    if let (Some(d), Some(t)) = (&req.deadline, ctl.clock.now())
-        && netendpoint_lease::age_at_least(d.0, t) < crate::decide::DEADLINE_MARGIN
-    {
-        return Ok(Some("too little of the asking ADD's wait is left".into()));
-    }
     Ok(None)
+}
+
+/// True when too little of the asking ADD's wait is left for it to see an
+/// incarnation or an acceptance before it gives up (its deadline, on the
+/// API server's clock): then nothing is made for it.
+fn too_late(ctl: &Context, req: &IncarnationRequest) -> bool {
+    match (&req.deadline, ctl.clock.now()) {
+        (Some(d), Some(now)) => netendpoint_lease::age_at_least(d.0, now) < crate::decide::DEADLINE_MARGIN,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
 }
 
 fn endpoints(ctl: &Context) -> Api<NetworkEndpoint> {
@@ -464,6 +469,10 @@ async fn accept_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest
         }
         return Ok(());
     }
+    if too_late(ctl, req) {
+        debug!(hold = %hold.name, incarnation = req.incarnation, "too little of the asking ADD's wait is left: not answered");
+        return Ok(());
+    }
     // Early only for the Pod the VM's own controller names as the target of
     // its live migration; any other Pod naming the claim waits until the
     // current incarnation is gone, as a StatefulSet's Pod does.
@@ -507,6 +516,10 @@ async fn create_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest
             let note = format!("incarnation {} of {} refused: {why}", req.incarnation, hold.name);
             record(ctl, &hold.name, &hold.uid, REASON_INCARNATION_REFUSED, note, true).await;
         }
+        return Ok(());
+    }
+    if too_late(ctl, req) {
+        debug!(hold = %hold.name, incarnation = req.incarnation, "too little of the asking ADD's wait is left: not created");
         return Ok(());
     }
     // The previous incarnation must be gone, read now (not from the watch).

@@ -30,10 +30,11 @@ pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
     n.parse().ok()
 }
 
-/// How much of an incarnation request's wait must be left for the
-/// controller to create or accept it: the asking ADD sees the incarnation
-/// before it gives up, so none is ever made for a sandbox already gone.
-pub const DEADLINE_MARGIN: Duration = Duration::from_secs(3);
+/// How much of an incarnation request's wait must be left (on the API
+/// server's clock, read as a lower bound) for the controller to create or
+/// accept it: the asking ADD sees the incarnation before it gives up, so
+/// none is ever made for a sandbox already gone. A refusal needs no margin.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
 /// An ADD that waits for an IP of `pool` (a `NetworkEndpointNeed` whose
 /// Pod the controller checked: it exists, is bound to the need's node and
@@ -474,13 +475,6 @@ impl Pass<'_> {
     fn serve_holds(&mut self) {
         for hold in self.world.holds.iter().filter(|h| !h.releasing) {
             let Some(request) = hold.pending.clone() else { continue };
-            // Nothing for an ADD that gives up before it could see it: the
-            // request's deadline (on the server clock) needs a margin left.
-            if let Some(d) = &request.deadline
-                && age_at_least(d.0, self.now) < DEADLINE_MARGIN
-            {
-                continue;
-            }
             let previous = hold.incarnation.as_ref().and_then(|(_, name)| self.lease_named(name)).cloned();
             match previous {
                 None => {

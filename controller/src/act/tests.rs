@@ -372,6 +372,47 @@ async fn a_request_whose_pod_or_claim_does_not_fit_is_refused_on_the_hold_and_re
     }
 }
 
+/// An incarnation is made only while enough of the asking ADD's wait is
+/// left for it to see it; a refusal needs no margin.
+#[tokio::test]
+async fn no_incarnation_is_made_for_an_add_about_to_give_up() {
+    let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    let claim = IPAMClaim::test("web-0.p", "k1").showing(&["10.0.0.5/24"]);
+    let late = |left: i64| {
+        let mut hold = asked_hold();
+        let at = now + k8s_openapi::jiff::SignedDuration::from_secs(left);
+        let mut status = hold.object.status.clone().unwrap_or_default();
+        if let Some(r) = status.request.as_mut() {
+            r.deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+        }
+        hold.object.status = Some(status);
+        hold.pending = netendpoint_lease::hold::pending_request(&hold.object);
+        hold
+    };
+    let hold = late(2);
+    let script = vec![
+        Exchange::get(&format!("{NEPS}/p.10.0.0.5")).returns(&hold.object),
+        Exchange::get(&format!("{PODS}/web-0")).returns(&Pod::test("web-0", "u2").on("n2")),
+        Exchange::get(&format!("{CLAIMS}/web-0.p")).returns(&claim),
+    ];
+    let (ctl, server) = Context::test(script);
+    ctl.clock.set(now);
+    act(&ctl, &create(hold)).await;
+    server.assert_done();
+    // With a request that has more time left, the previous incarnation is read next.
+    let hold = late(30);
+    let script = vec![
+        Exchange::get(&format!("{NEPS}/p.10.0.0.5")).returns(&hold.object),
+        Exchange::get(&format!("{PODS}/web-0")).returns(&Pod::test("web-0", "u2").on("n2")),
+        Exchange::get(&format!("{CLAIMS}/web-0.p")).returns(&claim),
+        Exchange::get(&format!("{NEPS}/p.10.0.0.5-1")).returns(&lease_object(&Lease::test("10.0.0.5"))),
+    ];
+    let (ctl, server) = Context::test(script);
+    ctl.clock.set(now);
+    act(&ctl, &create(hold)).await;
+    server.assert_done();
+}
+
 #[tokio::test]
 async fn a_refusal_that_finds_the_hold_changed_is_not_recorded() {
     let hold = asked_hold();

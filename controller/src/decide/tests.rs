@@ -532,22 +532,6 @@ fn a_promised_release_past_its_bound_is_forced_for_its_waiter_and_a_young_one_is
 }
 
 #[test]
-fn an_incarnation_request_with_too_little_wait_left_is_not_served() {
-    let s = settings();
-    let mut w = with_claim(world(vec![]), "k1", &["10.0.0.5"]);
-    let mut h = hold("10.0.0.5", 1, Some(2));
-    let set_deadline = |h: &mut Hold, at: i64| {
-        h.pending.as_mut().unwrap().deadline = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(at)));
-    };
-    set_deadline(&mut h, 12);
-    w.holds = vec![h.clone()];
-    assert!(decide(&w, &s, &mut Memory::default(), t(10)).actions.is_empty(), "2 s left: the ADD gives up first");
-    set_deadline(&mut h, 30);
-    w.holds = vec![h];
-    assert_eq!(kinds(&decide(&w, &s, &mut Memory::default(), t(10))), ["create p.10.0.0.5-2"]);
-}
-
-#[test]
 fn statefulset_pods_get_claims_and_lose_them_when_scaled_down_seen_twice() {
     let s = settings();
     let mut w = world(vec![]);
