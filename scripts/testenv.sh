@@ -24,11 +24,14 @@ case "$cmd" in
       tail -n 30 "$dir/apiserver.log" >&2
       exit 1
     fi
-    # netendpoint's CRDs, and the IPAMClaim API its sticky claims use.
-    kubectl --kubeconfig "$dir/kubeconfig" apply -f deploy/crd.yaml -f tests/fixtures/ipamclaims-crd.yaml >/dev/null
+    # netendpoint's CRDs, the IPAMClaim API its sticky claims use, and
+    # KubeVirt's VirtualMachineInstance API a VM's live migration is read from.
+    kubectl --kubeconfig "$dir/kubeconfig" apply -f deploy/crd.yaml -f tests/fixtures/ipamclaims-crd.yaml \
+      -f tests/fixtures/kubevirt-vmi-crd.yaml >/dev/null
     kubectl --kubeconfig "$dir/kubeconfig" wait --for condition=established --timeout=60s \
       crd/networkendpoints.netendpoint.dev crd/networkendpointshards.netendpoint.dev \
-      crd/networkendpointneeds.netendpoint.dev crd/ipamclaims.k8s.cni.cncf.io >/dev/null
+      crd/networkendpointneeds.netendpoint.dev crd/ipamclaims.k8s.cni.cncf.io \
+      crd/virtualmachineinstances.kubevirt.io >/dev/null
     ;;
   resume)
     server=$(sed -n 's/^ *server: *//p' "$dir/kubeconfig" | head -n1)

@@ -548,6 +548,25 @@ async fn create_incarnation(ctl: &Context, hold: &Hold, req: &IncarnationRequest
         Err(e) => return Err(e),
     }
     if !patch(ctl, &hold.name, proto::created_patch(&hold.object, req, &name), true).await? {
+        // The hold changed since it was read. If it no longer asks for this
+        // request (its ADD gave up and withdrew it), the incarnation is for
+        // a sandbox that is gone: delete it now. Otherwise the status is
+        // fixed on a later pass.
+        let asks = endpoints(ctl).get_opt(&hold.name).await?.is_some_and(|h| {
+            proto::pending_request(&h)
+                .is_some_and(|p| p.incarnation == req.incarnation && p.container_id == req.container_id)
+                || h.status.as_ref().and_then(|s| s.endpoint.as_deref()) == Some(name.as_str())
+        });
+        if !asks {
+            if let Some(made) = endpoints(ctl).get_opt(&name).await?
+                && made.spec.container_id == req.container_id
+            {
+                let uid = made.metadata.uid.clone().unwrap_or_default();
+                delete(ctl, &name, &uid, None).await?;
+                warn!(hold = %hold.name, endpoint = %name, "request withdrawn while its incarnation was made: deleted it");
+            }
+            return Ok(());
+        }
         debug!(hold = %hold.name, "the hold changed since it was read; its status is fixed on a later pass");
     }
     info!(hold = %hold.name, endpoint = %name, node = %req.node, pod = %format!("{}/{}", req.pod.namespace, req.pod.name),

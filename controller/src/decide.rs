@@ -32,9 +32,12 @@ pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
 
 /// How much of an incarnation request's wait must be left (on the API
 /// server's clock, read as a lower bound) for the controller to create or
-/// accept it: the asking ADD sees the incarnation before it gives up, so
-/// none is ever made for a sandbox already gone. A refusal needs no margin.
-pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+/// accept it, so that the asking ADD sees the answer before it gives up. A
+/// refusal needs no margin. The margin only saves work: an incarnation
+/// created after its request was withdrawn is deleted at once by the
+/// controller that made it (its status write, which tests the hold's
+/// resourceVersion, fails).
+pub const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 
 /// An ADD that waits for an IP of `pool` (a `NetworkEndpointNeed` whose
 /// Pod the controller checked: it exists, is bound to the need's node and

@@ -47,6 +47,11 @@ struct StickyNet {
 impl StickyNet {
     /// `conf` published, and a controller for its pool started and leading.
     async fn start(conf: Value) -> Self {
+        Self::start_with(conf, &[]).await
+    }
+
+    /// As [`StickyNet::start`], with more flags for the controller.
+    async fn start_with(conf: Value, flags: &[&str]) -> Self {
         let pool = conf["ipam"]["pool"].as_str().unwrap().to_string();
         let cm = h::unique("sticky-net-conf");
         let cms: Api<ConfigMap> = Api::namespaced(h::client().await, NS);
@@ -57,12 +62,9 @@ impl StickyNet {
         .unwrap();
         cms.create(&PostParams::default(), &obj).await.unwrap();
         let net_conf = format!("{NS}/{cm}");
-        let ctl = ControllerProc::start(
-            &h::unique("sticky-ctl"),
-            &h::unique("sticky-ctl"),
-            &[&pool],
-            &["--net-conf", &net_conf, "--pod-gone-grace", "off"],
-        );
+        let mut args = vec!["--net-conf", net_conf.as_str(), "--pod-gone-grace", "off"];
+        args.extend_from_slice(flags);
+        let ctl = ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[&pool], &args);
         ctl.wait_leader().await;
         Self { pool, conf, cm, ctl }
     }
@@ -557,14 +559,17 @@ async fn a_decoy_hold_blocks_nothing() {
 /// The controller ends holds: scale-down below the ordinal (the claim goes,
 /// then its hold), deletion of the StatefulSet, `stickyFor`, and pool
 /// pressure (an ADD of a real waiting Pod in a full pool whose only
-/// releasable addresses are idle holds).
+/// releasable address is the hold of a VM's claim whose Pod has been gone
+/// for `--pressure-after`; the hold of a StatefulSet Pod whose ordinal is
+/// still wanted is spared).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_ends_holds_on_scale_down_deletion_sticky_for_and_pool_pressure() {
     let _serial = SERIAL.lock().await;
     let node = h::unique("sticky-end");
     let pool = h::unique("sticky-end");
     let range = json!({"subnet": "10.94.0.0/24", "rangeStart": "10.94.0.10", "rangeEnd": "10.94.0.14"});
-    let net = StickyNet::start(sticky_conf(&pool, range, &node, &[], json!({}))).await;
+    let net =
+        StickyNet::start_with(sticky_conf(&pool, range, &node, &[], json!({})), &["--pressure-after", "3s"]).await;
     let conf = net.conf.clone();
     let mut short = conf.clone();
     short["ipam"]["sticky"] = json!({"stickyFor": "3s"});
@@ -609,18 +614,39 @@ async fn the_controller_ends_holds_on_scale_down_deletion_sticky_for_and_pool_pr
         h::wait_for("the deletion to end a's holds", Duration::from_secs(30), || gone(&l)).await;
     }
 
-    // Pool pressure: four other Pods fill the pool around c-0's hold; a
-    // fifth, a real Pod waiting on the node, needs an address, and the
-    // controller ends the (oldest and only) idle hold for it.
+    // Pool pressure. A VM's claim keeps an address after its Pod is gone;
+    // three other Pods fill the pool around it and c-0's hold; a fifth, a
+    // real Pod waiting on the node, needs an address. c-0's StatefulSet still
+    // wants ordinal 0, so its hold is spared; the VM's hold, idle for longer
+    // than --pressure-after, ends for the waiting Pod.
     let c0 = hold(&c, 0);
-    for i in 0..4 {
+    let claim_name = h::unique("vmp");
+    let claims: Api<IPAMClaim> = Api::namespaced(h::client().await, NS);
+    let claim = IPAMClaim::new(&claim_name, IPAMClaimSpec { network: pool.clone(), interface: "eth0".into() });
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    let vm_pod = h::unique("virt-launcher-vmp");
+    let annotation = json!([{"name": pool, "ipam-claim-reference": claim_name}]).to_string();
+    let vm_uid =
+        make_pod(&vm_pod, &node, json!({"annotations": {netendpoint_crd::ipamclaim::NETWORKS_ANNOTATION: annotation}}))
+            .await;
+    let mut vm_conf = conf.clone();
+    vm_conf["ipam-claim-reference"] = json!(claim_name);
+    let vm_cid = h::unique("vmp");
+    let vm_ip = add(&vm_conf, &vm_cid, &vm_pod, &vm_uid).unwrap();
+    let vm_hold = endpoint_name(&pool, vm_ip.parse().unwrap());
+    h::cni_del(&vm_conf, &vm_cid);
+    delete_pod(&vm_pod).await;
+    for i in 0..3 {
         add(&conf, &h::unique("filler"), &format!("filler-{i}"), &format!("u-filler-{i}")).unwrap();
     }
     let (p, u) = h::waiting_pod("needy", &node).await;
     let got = add(&conf, &h::unique("needy"), &p, &u).unwrap_or_else(|e| panic!("{e:?}\n{}", net.ctl.log()));
-    assert_eq!(endpoint_name(&pool, got.parse().unwrap()), c0, "{}", net.ctl.log());
-    let ended = events_about(&c0, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
+    assert_eq!(endpoint_name(&pool, got.parse().unwrap()), vm_hold, "{}", net.ctl.log());
+    let ended = events_about(&vm_hold, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
     assert!(ended.iter().any(|n| n.contains("needs an IP")), "{ended:?}");
+    let spared = h::endpoints().await.get(&c0).await.unwrap();
+    assert!(spared.is_hold() && spared.status.and_then(|s| s.phase).is_none(), "c-0's hold is spared");
+    let _ = claims.delete(&claim_name, &DeleteParams::default()).await;
     for s in [&a, &b, &c] {
         for o in 0..3 {
             delete_pod(&format!("{}-{o}", s.metadata.name.as_deref().unwrap())).await;
@@ -685,12 +711,39 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     let shown = claims.get(&claim_name).await.unwrap().status.unwrap_or_default().ips;
     assert!(shown.iter().any(|a| a.starts_with(&format!("{ip}/"))), "the claim shows its address: {shown:?}");
 
-    // Live migration: the target Pod starts on another node while the
-    // source runs. It is answered with the address at once; its endpoint
-    // comes only once the source's is gone (DELETED before ADDED).
+    // A Pod that any Pod creator of the namespace could make names the
+    // running VM's claim: it is not answered while the VM runs (KubeVirt
+    // names no migration target), and gives up with nothing of the VM's.
     let (src_pod, src_conf, src_cid) = previous.unwrap();
-    let target = h::unique("virt-launcher-vm1");
+    let hold_name = endpoint_name(&pool, ip.parse().unwrap());
+    let vmi_uid = create_vmi("vm1").await;
+    let rogue = h::unique("rogue");
     let meta = json!({"annotations": {netendpoint_crd::ipamclaim::NETWORKS_ANNOTATION: annotation}});
+    let rogue_uid = make_pod(&rogue, &nodes[1], meta).await;
+    let mut rogue_conf = net.conf.clone();
+    rogue_conf["ipam"]["nodeName"] = json!(nodes[1]);
+    rogue_conf["ipam"]["dataDir"] = json!(std::env::temp_dir().join(h::unique("vm-data")));
+    rogue_conf["ipam"]["sticky"]["waitForOld"] = json!("4s");
+    let (code, msg) = add(&rogue_conf, &h::unique("rogue"), &rogue, &rogue_uid).unwrap_err();
+    assert_eq!(code, 11, "{msg}");
+    assert!(!msg.contains(&format!("\"ips\":[{{\"address\":\"{ip}")), "{msg}");
+    let waits = events_about(&hold_name, netendpoint_controller::REASON_INCARNATION_WAITS).await;
+    assert!(waits.iter().any(|n| n.contains("names no Pod as its migration target")), "{waits:?}");
+    let request = h::endpoints().await.get(&hold_name).await.unwrap().status.and_then(|s| s.request);
+    assert!(request.is_none(), "the rogue's request went with its ADD: {request:?}");
+    delete_pod(&rogue).await;
+
+    // Live migration: KubeVirt starts the target Pod on another node while
+    // the source runs, controlled by the VM's instance, which names it as
+    // its migration target. It is answered with the address at once; its
+    // endpoint comes only once the source's is gone (DELETED before ADDED).
+    let target = h::unique("virt-launcher-vm1");
+    migrate_vmi("vm1", &target).await;
+    let meta = json!({
+        "annotations": {netendpoint_crd::ipamclaim::NETWORKS_ANNOTATION: annotation},
+        "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "name": "vm1", "uid": vmi_uid, "controller": true}],
+    });
     let target_uid = make_pod(&target, &nodes[0], meta).await;
     let mut target_conf = net.conf.clone();
     target_conf["ipam"]["nodeName"] = json!(nodes[0]);
@@ -727,5 +780,38 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     claims.delete(&claim_name, &DeleteParams::default()).await.unwrap();
     let hold = endpoint_name(&pool, ip.parse().unwrap());
     h::wait_for("the claim's hold to end", Duration::from_secs(30), || gone(&hold)).await;
+    delete_vmi("vm1").await;
     net.stop().await;
+}
+
+/// KubeVirt's VirtualMachineInstance API.
+fn vmis_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+        "virtualmachineinstances",
+    )
+}
+
+/// Creates VirtualMachineInstance `name`, running and not migrating; its UID.
+async fn create_vmi(name: &str) -> String {
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(h::client().await, NS, &vmis_resource());
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name, "namespace": NS},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap().metadata.uid.unwrap()
+}
+
+/// Writes into VirtualMachineInstance `name`'s status that Pod `target` is
+/// the target of its live migration, as virt-controller does.
+async fn migrate_vmi(name: &str, target: &str) {
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(h::client().await, NS, &vmis_resource());
+    let status = json!({"status": {"migrationState": {"targetPod": target, "completed": false}}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
+}
+
+async fn delete_vmi(name: &str) {
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(h::client().await, NS, &vmis_resource());
+    let _ = api.delete(name, &DeleteParams::default()).await;
 }

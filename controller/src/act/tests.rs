@@ -304,12 +304,15 @@ async fn an_incarnation_already_created_for_this_request_is_recorded_unless_the_
         Exchange::get(&format!("{NEPS}/p.10.0.0.5-2")).returns(&made),
     ]);
     // The hold's status is written, or fixed on a later pass when the hold
-    // changed or went meanwhile; the Event says the incarnation exists
-    // either way. A server error stops the action before it.
-    for answer in [None, Some(404), Some(409), Some(422), Some(500)] {
+    // changed meanwhile and still asks for this request; the Event says the
+    // incarnation exists. A server error stops the action before it.
+    for answer in [None, Some(409), Some(422), Some(500)] {
         let status = hold_status_patch(&hold, json!({"incarnation": 2, "endpoint": "p.10.0.0.5-2"}));
         let mut script = exchanges.clone();
         script.push(answer.map_or(status.clone(), |code| status.fails(code)));
+        if matches!(answer, Some(409 | 422)) {
+            script.push(Exchange::get(&format!("{NEPS}/p.10.0.0.5")).returns(&hold.object));
+        }
         if answer != Some(500) {
             script.push(event(
                 "p.10.0.0.5",
@@ -321,6 +324,45 @@ async fn an_incarnation_already_created_for_this_request_is_recorded_unless_the_
         }
         acting(create(hold.clone()), script).await;
     }
+}
+
+/// The asking ADD gave up and withdrew its request while the controller
+/// made its incarnation: the status write fails its resourceVersion test,
+/// the hold asks for nothing, and the controller deletes what it made, so
+/// no endpoint stays for a sandbox that is gone (invariant 14).
+#[tokio::test]
+async fn an_incarnation_made_for_a_withdrawn_request_is_deleted_at_once() {
+    let hold = asked_hold();
+    let claim = IPAMClaim::test("web-0.p", "k1").showing(&["10.0.0.5/24"]);
+    let mut made = lease_object(&Lease::test("10.0.0.5"));
+    made.metadata.name = Some("p.10.0.0.5-2".into());
+    made.metadata.uid = Some("made-uid".into());
+    made.spec.container_id = "c2".into();
+    let mut withdrawn = hold.object.clone();
+    if let Some(st) = withdrawn.status.as_mut() {
+        st.request = None;
+    }
+    let incarnation = serde_json::to_value(netendpoint_lease::hold::incarnation_object(
+        &hold.object,
+        hold.pending.as_ref().expect("a request"),
+    ))
+    .expect("serializes");
+    acting(
+        create(hold.clone()),
+        vec![
+            Exchange::get(&format!("{NEPS}/p.10.0.0.5")).returns(&hold.object),
+            Exchange::get(&format!("{PODS}/web-0")).returns(&Pod::test("web-0", "u2").on("n2")),
+            Exchange::get(&format!("{CLAIMS}/web-0.p")).returns(&claim),
+            Exchange::get(&format!("{NEPS}/p.10.0.0.5-1")).fails(404),
+            Exchange::get(&format!("{CLAIMS}/web-0.p")).returns(&claim),
+            Exchange::create(NEPS, incarnation).returns(&made),
+            hold_status_patch(&hold, json!({"incarnation": 2, "endpoint": "p.10.0.0.5-2"})).fails(422),
+            Exchange::get(&format!("{NEPS}/p.10.0.0.5")).returns(&withdrawn),
+            Exchange::get(&format!("{NEPS}/p.10.0.0.5-2")).returns(&made),
+            Exchange::delete(&format!("{NEPS}/p.10.0.0.5-2"), json!({"preconditions": {"uid": "made-uid"}})),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -389,7 +431,7 @@ async fn no_incarnation_is_made_for_an_add_about_to_give_up() {
         hold.pending = netendpoint_lease::hold::pending_request(&hold.object);
         hold
     };
-    let hold = late(2);
+    let hold = late(1);
     let script = vec![
         Exchange::get(&format!("{NEPS}/p.10.0.0.5")).returns(&hold.object),
         Exchange::get(&format!("{PODS}/web-0")).returns(&Pod::test("web-0", "u2").on("n2")),
