@@ -6,9 +6,10 @@
 //! Which candidates are taken is decided by the store (an atomic create per
 //! address); this module never needs to know.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
+use netendpoint_lease::addr::{from_u128, to_u128};
 
 /// One contiguous range inside a subnet (host-local's `range`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,22 +286,6 @@ pub fn spread_hash(key: &str) -> u64 {
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
-}
-
-/// An address as an integer (IPv4 in the low 32 bits).
-pub fn to_u128(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-/// The address of family `like` with integer value `v` (truncated to 32 bits for IPv4).
-pub fn from_u128(like: IpAddr, v: u128) -> IpAddr {
-    match like {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from((v & 0xffff_ffff) as u32)),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(v)),
-    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use std::time::Duration;
 use futures::future::{Either, select, select_all};
 use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeedSpec, REASON_FORCED_RELEASE, endpoint_name};
 use netendpoint_lease::ReleaseState;
+use netendpoint_lease::addr::{from_u128, to_u128};
 use netendpoint_lease::summary::{Bitmap, ShardView, shard_first, shard_index};
 use tracing::{debug, info, warn};
 
@@ -429,7 +430,7 @@ async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>)
         }
         for i in 0..netendpoint_crd::SHARD_SIZE as usize {
             if v.releasing.get(i) {
-                let ip = crate::allocator::from_u128(*first, crate::allocator::to_u128(*first) + i as u128);
+                let ip = from_u128(*first, to_u128(*first) + i as u128);
                 if s.set.is_usable(ip) {
                     out.push(ip);
                 }

@@ -2,6 +2,7 @@
 //! controller and the kubectl plugin, as Calico's IPAM library is shared by
 //! its plugin, controllers and calicoctl:
 //! - [`view`]: the one [`Lease`] view, read from spec and name;
+//! - [`addr`]: addresses as integers, and back;
 //! - [`patch`]: the patches that change a lease, each testing what it acts on;
 //! - [`labels`]: the labels that mirror a lease's spec;
 //! - [`hold`]: the sticky hold protocol (requests, incarnations, release);
@@ -13,6 +14,7 @@
 //!
 //! Nothing here makes an API call.
 
+pub mod addr;
 pub mod clock;
 pub mod events;
 pub mod hold;
