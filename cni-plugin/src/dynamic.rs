@@ -24,11 +24,10 @@ use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeedSpec, REASON_FORCED_RE
 use netendpoint_lease::ReleaseState;
 use netendpoint_lease::addr::{from_u128, to_u128};
 use netendpoint_lease::summary::{Bitmap, ShardView, shard_first, shard_index};
+use netendpoint_netconf::{CrossNode, RangeSet};
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
 use crate::claim::{Claiming, Deadline};
-use crate::config::CrossNode;
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::{LocalState, ShardHint};
 use crate::store::{Change, Leases, PoolSummaryView, Store};
@@ -309,7 +308,7 @@ fn spread_pick<S>(c: &Claiming<'_, S>, s: &Search<'_>, ip: IpAddr) -> IpAddr {
         .collect();
     let key = format!("{}/{}", c.who.key.container_id, s.refused);
     let n = free.len().max(1) as u64;
-    free.get(usize::try_from(crate::allocator::spread_hash(&key) % n).unwrap_or(0)).copied().unwrap_or(ip)
+    free.get(usize::try_from(netendpoint_netconf::allocator::spread_hash(&key) % n).unwrap_or(0)).copied().unwrap_or(ip)
 }
 
 /// Candidates one ADD walks, at most, through the summaries it read (a

@@ -19,6 +19,7 @@ use netendpoint_crd::{
 use netendpoint_lease::events::{Reporter, event_object, lease_ref, pod_ref};
 use netendpoint_lease::pools::Capacity;
 use netendpoint_lease::view::{Lease, ip_from_name};
+use netendpoint_netconf::networks::capacities_in_files;
 
 use crate::error::{Error, Result};
 use crate::report::EventRow;
@@ -73,9 +74,8 @@ pub async fn capacities(
                     .map_err(|source| Error::ConfigFile { path: p.display().to_string(), source })?;
                 texts.push((p.display().to_string(), text));
             }
-            let (caps, problems) =
-                netendpoint_cni::config::capacities_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-            Ok((caps, texts.into_iter().map(|(n, _)| n).collect(), problems))
+            let (caps, problems) = capacities_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+            Ok((caps, texts.into_iter().map(|(n, _)| n).collect(), problems.iter().map(ToString::to_string).collect()))
         }
         Ranges::ConfigMap(spec) if spec.is_empty() => Ok((HashMap::new(), Vec::new(), Vec::new())),
         Ranges::ConfigMap(spec) => {
@@ -86,8 +86,8 @@ pub async fn capacities(
             match api.get_opt(name).await {
                 Ok(Some(cm)) => {
                     let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-                    let (caps, problems) = netendpoint_cni::config::capacities_in_files(files);
-                    Ok((caps, vec![format!("configmap/{spec}")], problems))
+                    let (caps, problems) = capacities_in_files(files);
+                    Ok((caps, vec![format!("configmap/{spec}")], problems.iter().map(ToString::to_string).collect()))
                 }
                 Ok(None) => Ok((
                     HashMap::new(),

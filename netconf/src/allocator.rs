@@ -120,7 +120,7 @@ impl RangeSet {
     }
 
     /// Usable addresses in the shard starting at `first` (see
-    /// `netendpoint_lease::summary`): at most one shard's worth are looked at.
+    /// [`netendpoint_lease::summary`]): at most one shard's worth are looked at.
     pub fn usable_in_shard(&self, first: IpAddr) -> usize {
         let lo = to_u128(first);
         (lo..lo.saturating_add(u128::from(netendpoint_crd::SHARD_SIZE)))
@@ -275,10 +275,9 @@ impl Iterator for Candidates {
 /// Sets larger than this spread their nodes' start points (one IPv4 /24).
 pub const SPREAD_ABOVE: u128 = 256;
 
-/// A well-mixed 64-bit hash of `key` (FNV-1a, then the splitmix64 finaliser),
-/// stable across versions and platforms.
-/// A hash of `key` that spreads similar keys apart (FNV-1a, then a
-/// 64-bit finaliser).
+/// A well-mixed 64-bit hash of `key` that spreads similar keys apart
+/// (FNV-1a, then the splitmix64 finaliser), stable across versions and
+/// platforms: nodes and sandboxes keep their spread points across upgrades.
 pub fn spread_hash(key: &str) -> u64 {
     let mut h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     h ^= h >> 30;
