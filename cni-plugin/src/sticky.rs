@@ -16,7 +16,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use netendpoint_crd::ipamclaim::{IPAMClaim, NETWORKS_ANNOTATION};
+use netendpoint_crd::ipamclaim::{IPAMClaim, NETWORKS_ANNOTATION, statefulset_claim_name};
 use netendpoint_crd::{ClaimRef, HoldPhase, IncarnationRequest, NetworkEndpoint, endpoint_name, incarnation_name};
 use netendpoint_netconf::{RangeSet, StickyConfig};
 use serde_json::Value;
@@ -39,7 +39,7 @@ pub struct Identity {
 /// Where this ADD's claim name comes from, in order: the runtime's
 /// reference, the Pod's network-selection annotation (with
 /// `claimsFromPods`), and, for a Pod named like a StatefulSet's
-/// (`<name>-<ordinal>`), `<pod>.<pool>`.
+/// (`<name>-<ordinal>`), its [`statefulset_claim_name`], `<pod>.<pool>`.
 pub fn claim_name(
     conf: &StickyConfig,
     pool: &str,
@@ -57,10 +57,10 @@ pub fn claim_name(
     {
         return Some(name);
     }
-    let ordinal =
-        pod.rsplit_once('-').map(|(_, o)| o).filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()));
-    let name = format!("{pod}.{pool}");
-    (conf.stateful_sets && ordinal.is_some() && netendpoint_crd::is_dns1123_subdomain(&name)).then_some(name)
+    if !conf.stateful_sets {
+        return None;
+    }
+    statefulset_claim_name(pod, pool)
 }
 
 /// The `ipam-claim-reference` of the Pod's network-selection element for

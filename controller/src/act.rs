@@ -9,7 +9,9 @@
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as Recorded, EventType};
-use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION};
+use netendpoint_crd::ipamclaim::{
+    IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION, statefulset_claim_name,
+};
 use netendpoint_crd::{
     FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_STICKY_HOLD_ENDED,
     duration,
@@ -264,7 +266,7 @@ async fn refusal(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::
             .iter()
             .flatten()
             .any(|o| o.controller == Some(true) && o.kind == "StatefulSet" && &o.name == sts);
-        owned && format!("{}.{}", req.pod.name, hold.pool) == hold.claim.name
+        owned && statefulset_claim_name(&req.pod.name, &hold.pool).as_deref() == Some(hold.claim.name.as_str())
     } else {
         pod.metadata
             .annotations

@@ -13,18 +13,10 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use netendpoint_crd::IncarnationRequest;
+use netendpoint_crd::ipamclaim::{statefulset_claim_name, statefulset_ordinal, statefulset_pod_name};
 pub use netendpoint_lease::pools::Capacity;
 pub use netendpoint_lease::view::{Hold, Lease, Sticky};
 use netendpoint_lease::{ReleaseState, Seen, Sightings, age_at_least, release_state};
-
-/// The ordinal of StatefulSet `owner`'s Pod `pod` (`<owner>-<ordinal>`).
-pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
-    let n = pod.strip_prefix(owner)?.strip_prefix('-')?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
-        return None;
-    }
-    n.parse().ok()
-}
 
 /// An ADD that waits for an IP of `pool` (a `NetworkEndpointNeed` whose
 /// Pod the controller checked: it exists, is bound to the need's node and
@@ -639,7 +631,9 @@ impl Pass<'_> {
         }
         match self.world.statefulsets.get(&(st.namespace.clone(), st.owner.clone())) {
             None => Some(HoldEnd::OwnerDeleted),
-            Some(replicas) => ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown),
+            Some(replicas) => {
+                statefulset_ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown)
+            }
         }
     }
 
@@ -654,8 +648,7 @@ impl Pass<'_> {
         for ((namespace, sts), replicas) in &self.world.statefulsets {
             for net in &self.world.sticky_networks {
                 for i in 0..(*replicas).clamp(0, 100_000) {
-                    let name = format!("{sts}-{i}.{}", net.pool);
-                    if netendpoint_crd::is_dns1123_subdomain(&name) {
+                    if let Some(name) = statefulset_claim_name(&statefulset_pod_name(sts, i), &net.pool) {
                         wanted.insert((namespace.clone(), name), (net.network.clone(), sts.clone()));
                     }
                 }

@@ -22,14 +22,14 @@ pub mod refs;
 pub mod schema;
 pub mod shard;
 
-pub use need::{NetworkEndpointNeed, NetworkEndpointNeedSpec};
+pub use need::{NetworkEndpointNeed, NetworkEndpointNeedSpec, need_name};
 pub use pool_resource::{
     NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus, PoolSummary, ShardRun,
 };
 pub use refs::{ClaimRef, PodRef};
 pub use schema::{
     PATTERN_CNI_NAME, PATTERN_DNS_LABEL, PATTERN_DNS_SUBDOMAIN, PATTERN_DURATION, PATTERN_FINALIZER, PATTERN_IF_NAME,
-    PATTERN_UID,
+    PATTERN_UID, is_dns1123_label, is_dns1123_subdomain,
 };
 pub use shard::{NetworkEndpointShard, NetworkEndpointShardSpec, NetworkEndpointShardStatus, SHARD_BITS, SHARD_SIZE};
 
@@ -452,21 +452,6 @@ pub fn parse_endpoint_name(pool: &str, name: &str) -> Option<IpAddr> {
 /// (the longest address part is a 39-character expanded IPv6 address, and an
 /// incarnation adds `-` and up to 10 digits).
 pub const MAX_POOL_NAME_LEN: usize = 253 - 1 - 39 - 11;
-
-/// True if `s` is a valid DNS-1123 subdomain (RFC 1123, as Kubernetes checks object names).
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-/// True if `s` is a valid DNS-1123 label: 1 to 63 of `[a-z0-9-]`, starting and ending alphanumeric.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
 
 /// The label value that mirrors spec value `s`: its first 63 characters,
 /// less any trailing characters that may not end a label value. Admission

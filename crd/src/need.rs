@@ -12,9 +12,15 @@ use serde::{Deserialize, Serialize};
 use crate::refs::PodRef;
 use crate::schema::PATTERN_DNS_SUBDOMAIN;
 
-/// CEL rule of the CRD: the name is `<pool>.<node>`, so each node holds at
-/// most one need per pool.
+/// CEL rule of the CRD: the name is [`need_name`]`(spec.pool, spec.node)`,
+/// so each node holds at most one need per pool.
 pub const RULE_NEED_NAME: &str = "self.metadata.name == self.spec.pool + '.' + self.spec.node";
+
+/// The name of the need of `pool` on `node`: `<pool>.<node>`, the one name
+/// [`RULE_NEED_NAME`] admits for that pool and node.
+pub fn need_name(pool: &str, node: &str) -> String {
+    format!("{pool}.{node}")
+}
 
 #[allow(clippy::duplicated_attributes)] // kube(...) repeats printcolumn by design
 /// An ADD that waits for an address of `pool` on `node`.
@@ -54,4 +60,16 @@ pub struct NetworkEndpointNeedSpec {
 
 fn wait_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": 110 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_need_is_named_as_its_rule_requires() {
+        assert_eq!(need_name("pods", "node-a.example"), "pods.node-a.example");
+        let rule = RULE_NEED_NAME.replace("self.spec.pool", "'pods'").replace("self.spec.node", "'node-a.example'");
+        assert_eq!(rule, "self.metadata.name == 'pods' + '.' + 'node-a.example'", "the rule is pool, '.', node");
+    }
 }

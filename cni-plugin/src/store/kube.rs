@@ -16,7 +16,7 @@ use kube::api::{
 use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{
     FIELD_CONTAINER_ID, GROUP, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointPool,
-    NetworkEndpointShard, endpoint_name,
+    NetworkEndpointShard, endpoint_name, need_name,
 };
 use netendpoint_lease::ServerClock;
 use netendpoint_lease::events::{Reporter, event_object};
@@ -265,7 +265,7 @@ impl Signals for KubeStore {
 
     async fn raise_need(&self, need: &NetworkEndpointNeedSpec) {
         let api: Api<NetworkEndpointNeed> = Api::all(self.client.clone());
-        let name = format!("{}.{}", need.pool, need.node);
+        let name = need_name(&need.pool, &need.node);
         let obj = NetworkEndpointNeed::new(&name, need.clone());
         let res = match api.create(&PostParams::default(), &obj).await {
             Err(kube::Error::Api(s)) if s.is_already_exists() => {
@@ -281,7 +281,7 @@ impl Signals for KubeStore {
 
     async fn drop_need(&self, pool: &str, node: &str) {
         let api: Api<NetworkEndpointNeed> = Api::all(self.client.clone());
-        match api.delete(&format!("{pool}.{node}"), &DeleteParams::default()).await {
+        match api.delete(&need_name(pool, node), &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => debug!(pool, error = %e, "cannot withdraw the need"),

@@ -583,13 +583,13 @@ impl Signals for MemStore {
     async fn raise_need(&self, need: &NetworkEndpointNeedSpec) {
         self.call("raise_need");
         let mut st = self.state.lock().unwrap();
-        st.needs.insert(format!("{}.{}", need.pool, need.node), need.clone());
+        st.needs.insert(netendpoint_crd::need_name(&need.pool, &need.node), need.clone());
         self.changed.notify_waiters();
     }
 
     async fn drop_need(&self, pool: &str, node: &str) {
         self.call("drop_need");
-        self.state.lock().unwrap().needs.remove(&format!("{pool}.{node}"));
+        self.state.lock().unwrap().needs.remove(&netendpoint_crd::need_name(pool, node));
         self.changed.notify_waiters();
     }
 }
