@@ -13,8 +13,9 @@ use netendpoint_crd::ipamclaim::{
     IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION, statefulset_claim_name,
 };
 use netendpoint_crd::{
-    FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_STICKY_HOLD_ENDED,
-    duration,
+    FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, REASON_FORCED_RELEASE, REASON_INCARNATION_ACCEPTED,
+    REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_NODE_VANISHED, REASON_POD_GONE,
+    REASON_STICKY_HOLD_ENDED, duration,
 };
 use netendpoint_lease::hold as proto;
 use tracing::{debug, info, warn};
@@ -22,17 +23,6 @@ use tracing::{debug, info, warn};
 use crate::claims;
 use crate::context::Context;
 use crate::decide::{Action, ForceFor, Hold, Lease};
-
-/// Event reason of a vanished node's lease whose release was requested.
-pub const REASON_NODE_VANISHED: &str = "NodeVanished";
-/// Event reason of a gone Pod's lease whose release was requested.
-pub const REASON_POD_GONE: &str = "PodGone";
-/// Event reason of an incarnation the controller refused to create.
-pub const REASON_INCARNATION_REFUSED: &str = "IncarnationRefused";
-/// Event reason of an incarnation the controller created.
-pub const REASON_INCARNATION_CREATED: &str = "IncarnationCreated";
-/// Reason of the Event: a request was accepted while the previous incarnation lives (a VM's live migration).
-pub const REASON_INCARNATION_ACCEPTED: &str = "IncarnationAccepted";
 
 fn endpoints(ctl: &Context) -> Api<NetworkEndpoint> {
     Api::all(ctl.client.clone())

@@ -15,6 +15,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod events;
 pub mod ipamclaim;
 pub mod need;
 pub mod pool_resource;
@@ -22,6 +23,11 @@ pub mod refs;
 pub mod schema;
 pub mod shard;
 
+pub use events::{
+    REASON_FORCED_RELEASE, REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED,
+    REASON_NODE_VANISHED, REASON_POD_GONE, REASON_POOL_EXHAUSTED, REASON_STICKY_HOLD_ENDED, REPORTER_CONTROLLER,
+    REPORTER_KUBECTL, REPORTER_PLUGIN,
+};
 pub use need::{NetworkEndpointNeed, NetworkEndpointNeedSpec, need_name};
 pub use pool_resource::{
     NetworkEndpointPool, NetworkEndpointPoolSpec, NetworkEndpointPoolStatus, PoolSummary, ShardRun,
@@ -92,11 +98,6 @@ pub const ANNOTATION_STICKY_FOR: &str = "netendpoint.dev/sticky-for";
 /// the identity's next sandbox: the new Pod UID. The lease's DELETED event
 /// carries it, so an ADD waiting for a release leaves that IP to its owner.
 pub const ANNOTATION_HANDOVER_TO: &str = "netendpoint.dev/handover-to";
-/// Event reason recorded when the controller ends a sticky hold.
-pub const REASON_STICKY_HOLD_ENDED: &str = "StickyHoldEnded";
-/// Event reason recorded when a sticky Pod could not get its IP back (it
-/// was taken in the gap between the hold's end and the new create).
-pub const REASON_STICKY_IP_LOST: &str = "StickyIPLost";
 
 /// The [`LABEL_STICKY_IDENTITY`] value of Pod `namespace`/`name`.
 /// Injective while it fits a label value (a namespace holds no `.`); longer
@@ -109,21 +110,6 @@ pub fn sticky_identity(namespace: &str, name: &str) -> String {
 pub const FIELD_CONTAINER_ID: &str = "spec.containerID";
 /// Field path, usable in field selectors, of the node name.
 pub const FIELD_NODE: &str = "spec.node";
-
-/// Event reason recorded when finalizers are force-removed after `forceReleaseAfter`.
-pub const REASON_FORCED_RELEASE: &str = "ForcedRelease";
-/// Event reason recorded on a Pod whose ADD failed for lack of IPs.
-pub const REASON_POOL_EXHAUSTED: &str = "PoolExhausted";
-/// Event reason of the "an IP is needed" signal: an ADD with
-/// `ipam.crossNode: controller` found its pool full and waits for a release.
-/// The controller may then force the oldest release that outlived its bound.
-pub const REASON_IP_NEEDED: &str = "IPNeeded";
-/// Annotation of an [`REASON_IP_NEEDED`] Event: the pool that needs an IP
-/// (exact name; the [`LABEL_POOL`] label carries its label value).
-pub const ANNOTATION_NEEDED_POOL: &str = "netendpoint.dev/pool";
-/// Annotation of an [`REASON_IP_NEEDED`] Event: how long the ADD waits from
-/// the Event's creation (`waitForRelease` left, e.g. `9500ms`).
-pub const ANNOTATION_NEEDED_FOR: &str = "netendpoint.dev/needed-for";
 
 /// CEL rule of the CRD: `spec` never changes after creation, so no update
 /// can move a live lease to another node, IP or sandbox.

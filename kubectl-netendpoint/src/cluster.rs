@@ -13,8 +13,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use netendpoint_crd::{
-    LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, block_label_value, endpoint_name,
-    label_value,
+    LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, REPORTER_KUBECTL, block_label_value,
+    endpoint_name, label_value,
 };
 use netendpoint_lease::events::{Reporter, event_object, lease_ref, pod_ref};
 use netendpoint_lease::pools::Capacity;
@@ -23,9 +23,6 @@ use netendpoint_netconf::networks::capacities_in_files;
 
 use crate::error::{Error, Result};
 use crate::report::EventRow;
-
-/// The name the plugin reports its Events under.
-pub const REPORTING_CONTROLLER: &str = "kubectl-netendpoint";
 
 /// A client from `--kubeconfig` (else `KUBECONFIG` or `~/.kube/config`, else
 /// in-cluster) and `--context`.
@@ -265,7 +262,7 @@ pub async fn record(client: &Client, ep: &NetworkEndpoint, reason: &str, note: &
     if let Some(pod) = &ep.spec.pod {
         about.push(pod_ref(&pod.namespace, &pod.name, &pod.uid));
     }
-    let me = Reporter { controller: REPORTING_CONTROLLER.into(), instance: user.to_string() };
+    let me = Reporter { controller: REPORTER_KUBECTL.into(), instance: user.to_string() };
     for (i, regarding) in about.into_iter().enumerate() {
         let ev = event_object(&me, regarding, reason, note.to_string(), true, Timestamp::now());
         let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());

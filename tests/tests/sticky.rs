@@ -493,7 +493,7 @@ async fn an_incarnation_goes_only_to_the_claims_pod_on_its_bound_node() {
     let uid = recreate(&sts, 0, &node).await;
     let (code, msg) = add(&elsewhere, &h::unique("thief"), &pod, &uid).unwrap_err();
     assert!(msg.contains("not to the asking node"), "{code}: {msg}");
-    let refused = events_about(&hold, netendpoint_controller::REASON_INCARNATION_REFUSED).await;
+    let refused = events_about(&hold, netendpoint_crd::REASON_INCARNATION_REFUSED).await;
     assert!(refused.iter().any(|n| n.contains("not to the asking node")), "{refused:?}");
 
     // A bare Pod of the StatefulSet Pod's name (not controlled by it).
@@ -706,8 +706,7 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     };
     assert_eq!(endpoints(target_cid.clone()).await, 0, "no endpoint for the target while the source's lives");
     let accepted =
-        events_about(&endpoint_name(&pool, ip.parse().unwrap()), netendpoint_controller::REASON_INCARNATION_ACCEPTED)
-            .await;
+        events_about(&endpoint_name(&pool, ip.parse().unwrap()), netendpoint_crd::REASON_INCARNATION_ACCEPTED).await;
     assert!(!accepted.is_empty(), "the hold says why the target was answered");
     // The migration completes: the source goes, its agent acknowledges.
     delete_pod(&src_pod).await;

@@ -16,7 +16,7 @@ use kube::api::{
 use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{
     FIELD_CONTAINER_ID, GROUP, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointPool,
-    NetworkEndpointShard, endpoint_name, need_name,
+    NetworkEndpointShard, REPORTER_PLUGIN, endpoint_name, need_name,
 };
 use netendpoint_lease::ServerClock;
 use netendpoint_lease::events::{Reporter, event_object};
@@ -25,10 +25,6 @@ use tracing::{debug, warn};
 
 use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Signals, Summaries};
 use crate::error::{Error, Result};
-
-/// The controller named in the plugin's Events (`reportingController`, and
-/// `reportingInstance` too: the plugin has no long-lived instance).
-pub const REPORTING_CONTROLLER: &str = "netendpoint-cni";
 
 /// The store over the Kubernetes API.
 #[derive(Clone)]
@@ -254,7 +250,7 @@ impl Cluster for KubeStore {
 
 impl Signals for KubeStore {
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool) {
-        let me = Reporter::component(REPORTING_CONTROLLER);
+        let me = Reporter::component(REPORTER_PLUGIN);
         let event = event_object(&me, regarding, reason, note, warning, Timestamp::now());
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
