@@ -18,6 +18,7 @@ use netendpoint_crd::{
     REASON_STICKY_HOLD_ENDED, duration,
 };
 use netendpoint_lease::hold as proto;
+use netendpoint_lease::outcome::{Guard, unless_changed};
 use tracing::{debug, info, warn};
 
 use crate::claims;
@@ -52,11 +53,7 @@ async fn delete(ctl: &Context, name: &str, uid: &str, resource_version: Option<&
         }),
         ..DeleteParams::default()
     };
-    match endpoints(ctl).delete(name, &dp).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(unless_changed(endpoints(ctl).delete(name, &dp).await, Guard::Preconditions)?.is_some())
 }
 
 /// Applies a JSON patch; false when it is gone or a test failed.
@@ -68,11 +65,7 @@ async fn patch(ctl: &Context, name: &str, p: json_patch::Patch, status: bool) ->
     } else {
         api.patch(name, &pp, &Patch::Json::<()>(p)).await
     };
-    match res {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(unless_changed(res, Guard::Tests)?.is_some())
 }
 
 /// Takes one action.
@@ -132,14 +125,11 @@ pub async fn act(ctl: &Context, action: &Action) {
                 preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
                 ..DeleteParams::default()
             };
-            match api.delete(name, &dp).await {
-                Ok(_) => {
+            unless_changed(api.delete(name, &dp).await, Guard::Preconditions).map(|deleted| {
+                if deleted.is_some() {
                     info!(claim = %format!("{namespace}/{name}"), "StatefulSet Pod claim deleted: scaled down or gone");
-                    Ok(())
                 }
-                Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
-                Err(e) => Err(e),
-            }
+            })
         }
     };
     if let Err(e) = res {
@@ -394,11 +384,9 @@ async fn write_claim_status(ctl: &Context, hold: &Hold, owner: Option<&str>) -> 
         "metadata": { "uid": hold.claim.uid, "resourceVersion": claim.metadata.resource_version },
         "status": { "ips": ips, "ownerPod": owner_pod },
     });
-    match api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
-        Err(e) => Err(e),
-    }
+    // The body's uid and resourceVersion are preconditions: a 422 is a status the schema refused.
+    let res = api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await;
+    Ok(unless_changed(res, Guard::Preconditions)?.is_some())
 }
 
 async fn delete_hold(ctl: &Context, hold: &Hold) -> kube::Result<()> {

@@ -17,6 +17,7 @@ use netendpoint_crd::{
     endpoint_name, label_value,
 };
 use netendpoint_lease::events::{Reporter, event_object, lease_ref, pod_ref};
+use netendpoint_lease::outcome::{Guard, unless_changed};
 use netendpoint_lease::pools::Capacity;
 use netendpoint_lease::view::{Lease, ip_from_name};
 use netendpoint_netconf::networks::capacities_in_files;
@@ -245,9 +246,9 @@ pub async fn force(client: &Client, ep: &NetworkEndpoint) -> Result<Forced> {
     let rv = ep.metadata.resource_version.as_deref().unwrap_or_default();
     let api: Api<NetworkEndpoint> = Api::all(client.clone());
     let patch = Patch::Json::<()>(netendpoint_lease::patch::force_release(uid, rv));
-    match api.patch(&name, &PatchParams::default(), &patch).await {
-        Ok(_) => Ok(Forced::Done),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(Forced::Changed),
+    match unless_changed(api.patch(&name, &PatchParams::default(), &patch).await, Guard::Tests) {
+        Ok(Some(_)) => Ok(Forced::Done),
+        Ok(None) => Ok(Forced::Changed),
         Err(e) => Err(Error::api(format!("remove the finalizers of {name}"), e)),
     }
 }

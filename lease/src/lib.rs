@@ -4,6 +4,7 @@
 //! - [`view`]: the one [`Lease`] view, read from spec and name;
 //! - [`addr`]: addresses as integers, and back;
 //! - [`patch`]: the patches that change a lease, each testing what it acts on;
+//! - [`outcome`]: a refused guarded write, told from an error (gone or changed);
 //! - [`labels`]: the labels that mirror a lease's spec;
 //! - [`hold`]: the sticky hold protocol (requests, incarnations, release);
 //! - [`events`]: Events and the references they are about;
@@ -19,6 +20,7 @@ pub mod clock;
 pub mod events;
 pub mod hold;
 pub mod labels;
+pub mod outcome;
 pub mod patch;
 pub mod pools;
 pub mod rules;
