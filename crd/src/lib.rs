@@ -94,10 +94,6 @@ pub const ANNOTATION_STICKY_OWNER: &str = "netendpoint.dev/sticky-owner";
 /// Annotation of a sticky lease: how long the hold lasts after the release
 /// was requested (`ipam.sticky.stickyFor` at creation), on the API server's clock.
 pub const ANNOTATION_STICKY_FOR: &str = "netendpoint.dev/sticky-for";
-/// Annotation set on a held lease in the same patch that removes its hold for
-/// the identity's next sandbox: the new Pod UID. The lease's DELETED event
-/// carries it, so an ADD waiting for a release leaves that IP to its owner.
-pub const ANNOTATION_HANDOVER_TO: &str = "netendpoint.dev/handover-to";
 
 /// The [`LABEL_STICKY_IDENTITY`] value of Pod `namespace`/`name`.
 /// Injective while it fits a label value (a namespace holds no `.`); longer
@@ -148,9 +144,6 @@ size(self.metadata.name) == size(self.spec.pool) + 40))";
 /// incarnation names its claim.
 pub const RULE_ROLE_IS_CONSISTENT: &str = "(!has(self.spec.role) || (self.spec.role == 'Hold' && has(self.spec.claim) \
 && !has(self.spec.incarnation))) && (!has(self.spec.incarnation) || has(self.spec.claim))";
-
-/// Most finalizers a lease (or a hold, for its incarnations) may carry.
-pub const MAX_FINALIZERS: usize = 16;
 
 /// The lease of one IP address to one interface of one sandbox.
 ///
@@ -457,17 +450,6 @@ pub fn label_value(s: &str) -> String {
     cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
 }
 
-/// True if `s` is a valid Kubernetes label value (empty, or up to 63
-/// `[A-Za-z0-9_.-]` that start and end alphanumeric).
-pub fn is_label_value(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.is_empty()
-        || (b.len() <= 63
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric())
-}
-
 /// The one duration grammar of netendpoint: the CNI config, the installer
 /// and the agent all read durations with [`duration::parse`].
 pub mod duration {
@@ -555,6 +537,17 @@ pub fn bounded_names(
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
+
+    /// True if `s` is a valid Kubernetes label value (empty, or up to 63
+    /// `[A-Za-z0-9_.-]` that start and end alphanumeric).
+    fn is_label_value(s: &str) -> bool {
+        let b = s.as_bytes();
+        b.is_empty()
+            || (b.len() <= 63
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric())
+    }
 
     #[test]
     fn ipv4_names_keep_the_dotted_form() {

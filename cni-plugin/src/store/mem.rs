@@ -327,8 +327,7 @@ impl MemStore {
                 let _ = self.apply(&mut st, hold.metadata.name.as_deref().unwrap(), &patch, true);
                 continue;
             }
-            let previous_gone =
-                netendpoint_lease::hold::current_endpoint(&hold).is_none_or(|n| self.object(&n).is_none());
+            let previous_gone = current_endpoint(&hold).is_none_or(|n| self.object(&n).is_none());
             if !previous_gone {
                 // A claim that is not a StatefulSet's (a VM) is answered early.
                 let migrates = {
@@ -416,6 +415,14 @@ impl MemStore {
 }
 
 /// The shard views of `pool` computed from the objects.
+/// The name of `hold`'s current incarnation, if it has one (as the
+/// controller reads it from the hold's status).
+fn current_endpoint(hold: &NetworkEndpoint) -> Option<String> {
+    let status = hold.status.as_ref()?;
+    status.incarnation?;
+    status.endpoint.clone()
+}
+
 fn shards_of(st: &State, pool: &str) -> BTreeMap<IpAddr, ShardView> {
     let mut out: BTreeMap<IpAddr, ShardView> = BTreeMap::new();
     for ep in st.objects.values().filter(|o| o.spec.pool == pool && o.spec.incarnation.is_none()) {
