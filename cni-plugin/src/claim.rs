@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use kube::api::ObjectMeta;
 use netendpoint_crd::{ClaimRef, NetworkEndpoint, NetworkEndpointSpec, PodRef, Role, endpoint_name};
+use netendpoint_netconf::{IpamConfig, RangeSet};
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
-use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{AttachmentKey, PodIdentity};
 use crate::store::{Created, Leases, Queue};

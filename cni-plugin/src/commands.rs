@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use netendpoint_crd::{NetworkEndpoint, REASON_POOL_EXHAUSTED};
+use netendpoint_netconf::{IpamConfig, RangeSet};
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
 use crate::claim::{Attachment, Claiming, Deadline, lease_object};
-use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::local::{LocalState, Record};
 use crate::protocol::{IpConfig, IpamResult};

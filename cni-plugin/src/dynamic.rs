@@ -22,12 +22,12 @@ use std::time::Duration;
 
 use netendpoint_crd::{NetworkEndpoint, Promise, REASON_FORCED_RELEASE, endpoint_name};
 use netendpoint_lease::ReleaseState;
+use netendpoint_lease::addr::{from_u128, to_u128};
 use netendpoint_lease::summary::{Bitmap, ShardView, shard_first, shard_index};
+use netendpoint_netconf::{CrossNode, RangeSet};
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
 use crate::claim::{Claiming, Deadline};
-use crate::config::CrossNode;
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::{LocalState, ShardHint};
 use crate::store::{Change, Leases, PoolSummaryView, Store};
@@ -293,7 +293,7 @@ fn spread_pick<S>(c: &Claiming<'_, S>, s: &Search<'_>, ip: IpAddr) -> IpAddr {
         .collect();
     let key = format!("{}/{}", c.who.key.container_id, s.refused);
     let n = free.len().max(1) as u64;
-    free.get(usize::try_from(crate::allocator::spread_hash(&key) % n).unwrap_or(0)).copied().unwrap_or(ip)
+    free.get(usize::try_from(netendpoint_netconf::allocator::spread_hash(&key) % n).unwrap_or(0)).copied().unwrap_or(ip)
 }
 
 /// Candidates one ADD walks, at most, through the summaries it read (a
@@ -423,7 +423,7 @@ async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>)
         }
         for i in 0..netendpoint_crd::SHARD_SIZE as usize {
             if v.releasing.get(i) {
-                let ip = crate::allocator::from_u128(*first, crate::allocator::to_u128(*first) + i as u128);
+                let ip = from_u128(*first, to_u128(*first) + i as u128);
                 if s.set.is_usable(ip) {
                     out.push(ip);
                 }

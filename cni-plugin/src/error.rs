@@ -272,6 +272,23 @@ impl std::fmt::Display for Exhaustion {
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Bad network config is code 7 and names the field at fault (invariant
+/// 10): a netendpoint-netconf error becomes [`Error::InvalidConfig`] with
+/// the same field and reason, so its message is unchanged.
+impl From<netendpoint_netconf::Error> for Error {
+    fn from(e: netendpoint_netconf::Error) -> Self {
+        use netendpoint_netconf::Error as Netconf;
+        match e {
+            Netconf::InvalidConfig { field, reason } => Self::InvalidConfig { field, reason },
+            // Errors of reading config files, which the plugin never reads: code 7 too.
+            Netconf::NotJson { file, source } => {
+                Self::InvalidConfig { field: file, reason: format!("is not JSON ({source})") }
+            }
+            Netconf::InvalidSection { source, .. } => Self::from(*source),
+        }
+    }
+}
+
 impl Error {
     /// An invalid-config error naming `field`.
     pub fn config(field: &str, reason: &str) -> Self {
@@ -399,5 +416,16 @@ mod tests {
         let e = Error::from_kube("list leases", kube::Error::Service(Box::new(refused)));
         assert!(matches!(e, Error::ApiUnreachable { .. }), "{e:?}");
         assert_eq!(e.code(), 101);
+    }
+
+    #[test]
+    fn bad_network_config_is_code_7_with_the_message_of_netconf() {
+        let ipam = serde_json::json!({"ranges": [[{"subnet": "10.0.0.0/33"}]]});
+        let netconf = netendpoint_netconf::IpamConfig::parse(&ipam, "net").unwrap_err();
+        let text = netconf.to_string();
+        let e = Error::from(netconf);
+        assert_eq!(e.code(), 7);
+        assert_eq!(e.to_string(), text);
+        assert!(text.contains("ipam.ranges[0][0].subnet") && text.contains("10.0.0.0/33"), "{text}");
     }
 }

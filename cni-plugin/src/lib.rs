@@ -3,8 +3,6 @@
 //! Layers, each in its own module; a module never imports the ones above it
 //! in this list:
 //! - [`protocol`]: the CNI spec (environment, stdin, results, errors);
-//! - [`config`]: the validated `ipam` section;
-//! - [`allocator`]: ranges and candidate order, with no Kubernetes in it;
 //! - [`store`]: every Kubernetes call, behind narrow traits by role;
 //! - [`local`]: node-local state (cursors, records, hints), never needed
 //!   for correctness;
@@ -16,14 +14,16 @@
 //! - [`commands`]: ADD, DEL and CHECK, in order of their steps;
 //! - [`lifecycle`]: STATUS and GC.
 //!
+//! The validated `ipam` section and the allocator (ranges and candidate
+//! order, with no Kubernetes in it) are the `netendpoint-netconf` crate's,
+//! which the controller and `kubectl netendpoint` read networks with too.
+//!
 //! [`run`] ties them together for one invocation. It takes the environment
 //! and stdin as values and returns what to print and the exit code, so the
 //! binary's `main` is the only place that touches process globals.
 
-pub mod allocator;
 pub mod claim;
 pub mod commands;
-pub mod config;
 pub mod dynamic;
 pub mod error;
 pub mod lifecycle;
@@ -43,10 +43,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use netendpoint_netconf::config::CLEANUP_RESERVE;
+use netendpoint_netconf::{IpamConfig, LogConfig};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::claim::{Attachment, Deadline};
-use crate::config::{CLEANUP_RESERVE, IpamConfig};
 pub use crate::error::{Error, Result};
 use crate::local::LocalState;
 use crate::protocol::{AttachmentKey, CURRENT_VERSION, Command, Invocation, IpamResult, NetConf, SUPPORTED_VERSIONS};
@@ -109,6 +110,9 @@ fn dispatch_network(
     }
     let conf = IpamConfig::parse(&net.ipam, &net.name)?;
     init_logging(&conf.log);
+    for w in &conf.warnings {
+        warn!("{w}");
+    }
     // What the runtime passed, without values: the CNI_ARGS keys and whether a
     // netns came (runtimes send DELs without one after the sandbox is gone).
     let mut arg_keys: Vec<&str> = inv.args.keys().map(String::as_str).collect();
@@ -345,7 +349,7 @@ fn read_token_files(kc: &mut Kubeconfig) -> std::result::Result<(), String> {
 /// Installs the global subscriber: to `log.file` if set (default level
 /// `info`), else to stderr (default level `warn`). Never to stdout. The level
 /// applies to the plugin's own crates; every other crate logs at `warn`.
-fn init_logging(log: &config::LogConfig) {
+fn init_logging(log: &LogConfig) {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;

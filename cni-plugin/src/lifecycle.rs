@@ -9,9 +9,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use netendpoint_netconf::IpamConfig;
 use tracing::{debug, info, warn};
 
-use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::local::{LocalState, StatusState};
 use crate::protocol::AttachmentKey;

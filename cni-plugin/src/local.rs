@@ -45,10 +45,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use netendpoint_crd::NetworkEndpoint;
+use netendpoint_netconf::RangeSet;
 use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
-
-use crate::allocator::RangeSet;
 
 /// A file-name-safe form of `s` (container IDs and ifnames are validated,
 /// but node names from config are not file names).
@@ -480,7 +479,7 @@ impl LocalState {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::allocator::Range;
+    use netendpoint_netconf::Range;
 
     fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("netendpoint-local-{name}-{}", std::process::id()));

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use serde::Serialize;
+use netendpoint_netconf::Route;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
@@ -331,7 +331,7 @@ pub struct NetConf {
     pub version: CniVersion,
     /// `name`: the network name.
     pub name: String,
-    /// The raw `ipam` object (validated by [`crate::config`]).
+    /// The raw `ipam` object (validated by [`netendpoint_netconf::config`]).
     pub ipam: Value,
     /// `args.cni`, the conventions' way to pass per-invocation arguments.
     pub args_cni: Map<String, Value>,
@@ -453,16 +453,6 @@ pub struct IpConfig {
     pub address: IpNet,
     /// Gateway of the range, if any.
     pub gateway: Option<IpAddr>,
-}
-
-/// One route of an IPAM result.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, Serialize)]
-pub struct Route {
-    /// Destination.
-    pub dst: IpNet,
-    /// Next hop; the main plugin's default gateway when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gw: Option<IpAddr>,
 }
 
 /// The IPAM result of ADD, encodable in every supported version.

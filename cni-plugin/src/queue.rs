@@ -20,9 +20,9 @@ use kube::api::ObjectMeta;
 use netendpoint_crd::{IpFamily, MAX_NEED_SLOTS, NetworkEndpointNeed, NetworkEndpointNeedSpec, Promise, need_name};
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
 use crate::claim::{Claiming, Deadline};
 use crate::store::{Leases, Queue};
+use netendpoint_netconf::RangeSet;
 
 /// Slots one ADD tries before it waits without an entry.
 pub const SLOT_TRIES: u8 = 8;
@@ -98,7 +98,8 @@ fn entry_object<S: Leases>(
 /// refused): it then waits without a place in the queue, and says so.
 pub async fn join<S: Leases + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, wait: Deadline) -> Option<Entry> {
     let first =
-        u8::try_from(crate::allocator::spread_hash(&c.who.key.container_id) % u64::from(MAX_NEED_SLOTS)).unwrap_or(0);
+        u8::try_from(netendpoint_netconf::allocator::spread_hash(&c.who.key.container_id) % u64::from(MAX_NEED_SLOTS))
+            .unwrap_or(0);
     for i in 0..SLOT_TRIES {
         let slot = (first + i) % MAX_NEED_SLOTS;
         let Some(obj) = entry_object(c, family, slot, wait) else {

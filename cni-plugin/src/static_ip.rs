@@ -26,11 +26,10 @@
 use std::net::IpAddr;
 
 use netendpoint_crd::NetworkEndpoint;
+use netendpoint_netconf::{IpamConfig, RangeSet};
 use tracing::{info, warn};
 
-use crate::allocator::RangeSet;
 use crate::claim::{Attachment, Claiming, Deadline, lease_object};
-use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 use crate::protocol::{MAX_REQUESTED_IPS, parse_requested_ip};
 use crate::store::{Leases, PodFacts};

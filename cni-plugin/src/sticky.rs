@@ -15,14 +15,13 @@
 
 use std::net::IpAddr;
 
-use netendpoint_crd::ipamclaim::{IPAMClaim, NETWORKS_ANNOTATION};
+use netendpoint_crd::ipamclaim::{IPAMClaim, NETWORKS_ANNOTATION, statefulset_claim_name};
 use netendpoint_crd::{ClaimRef, HoldPhase, IncarnationRequest, NetworkEndpoint, endpoint_name, incarnation_name};
+use netendpoint_netconf::{RangeSet, StickyConfig};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
-use crate::allocator::RangeSet;
 use crate::claim::{Claiming, Deadline, hold_object};
-use crate::config::StickyConfig;
 use crate::error::{Error, Result};
 use crate::local::LocalState;
 use crate::store::{Leases, PodFacts, Store};
@@ -41,7 +40,7 @@ pub struct Identity {
 /// Where this ADD's claim name comes from, in order: the runtime's
 /// reference, the Pod's network-selection annotation (with
 /// `claimsFromPods`), and, for a Pod named like a StatefulSet's
-/// (`<name>-<ordinal>`), `<pod>.<pool>`.
+/// (`<name>-<ordinal>`), its [`statefulset_claim_name`], `<pod>.<pool>`.
 pub fn claim_name(
     conf: &StickyConfig,
     pool: &str,
@@ -59,10 +58,10 @@ pub fn claim_name(
     {
         return Some(name);
     }
-    let ordinal =
-        pod.rsplit_once('-').map(|(_, o)| o).filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()));
-    let name = format!("{pod}.{pool}");
-    (conf.stateful_sets && ordinal.is_some() && netendpoint_crd::is_dns1123_subdomain(&name)).then_some(name)
+    if !conf.stateful_sets {
+        return None;
+    }
+    statefulset_claim_name(pod, pool)
 }
 
 /// The `ipam-claim-reference` of the Pod's network-selection element for
@@ -386,31 +385,11 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
-    use std::time::Duration;
 
+    /// The `ipam.sticky` of a network whose config has `v` there.
     fn conf(v: Value) -> StickyConfig {
-        StickyConfig::parse(&v, Duration::from_secs(10), Duration::from_secs(50)).unwrap()
-    }
-
-    #[test]
-    fn config_defaults_and_errors_name_the_field() {
-        let c = conf(json!({}));
-        assert!(c.stateful_sets && !c.claims_from_pods);
-        assert_eq!((c.sticky_for, c.wait_for_old), (Duration::from_secs(3600), Duration::from_secs(10)));
-        let c = conf(json!({"kinds": ["VirtualMachineInstance"], "claimsFromPods": true, "stickyFor": "5m"}));
-        assert!(!c.stateful_sets && c.claims_from_pods);
-        for (bad, field) in [
-            (json!({"kinds": ["apps/StatefulSet"]}), "ipam.sticky.kinds[0]"),
-            (json!({"stickyFor": "forever"}), "ipam.sticky.stickyFor"),
-            (json!({"stickyFor": "800h"}), "ipam.sticky.stickyFor"),
-            (json!({"waitForOld": "55s"}), "ipam.sticky.waitForOld"),
-            (json!({"waitFor": "5s"}), "ipam.sticky"),
-            (json!("on"), "ipam.sticky"),
-        ] {
-            let e = StickyConfig::parse(&bad, Duration::from_secs(10), Duration::from_secs(50)).unwrap_err();
-            assert_eq!(e.code(), 7, "{bad}");
-            assert!(e.to_string().contains(field), "{bad}: {e}");
-        }
+        let ipam = json!({"ranges": [[{"subnet": "10.0.0.0/24"}]], "sticky": v});
+        netendpoint_netconf::IpamConfig::parse(&ipam, "net").unwrap().sticky.unwrap()
     }
 
     #[test]

@@ -9,33 +9,22 @@
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as Recorded, EventType};
-use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION};
+use netendpoint_crd::ipamclaim::{
+    IPAMClaim, IPAMClaimSpec, LABEL_STATEFULSET, NETWORKS_ANNOTATION, statefulset_claim_name,
+};
 use netendpoint_crd::{
     FINALIZER_STICKY_HOLD, IncarnationRequest, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedStatus,
-    REASON_FORCED_RELEASE, REASON_STICKY_HOLD_ENDED, duration,
+    REASON_FORCED_RELEASE, REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED,
+    REASON_INCARNATION_WAITS, REASON_NODE_VANISHED, REASON_POD_GONE, REASON_STICKY_HOLD_ENDED, REASON_WAITING_FOR_IP,
+    duration,
 };
 use netendpoint_lease::hold as proto;
+use netendpoint_lease::outcome::{Guard, unless_changed};
 use tracing::{debug, info, warn};
 
 use crate::claims;
 use crate::context::Context;
 use crate::decide::{Action, ForceFor, Hold, Lease, PressureFor, Waiter};
-
-/// Event reason of a vanished node's lease whose release was requested.
-pub const REASON_NODE_VANISHED: &str = "NodeVanished";
-/// Event reason of a gone Pod's lease whose release was requested.
-pub const REASON_POD_GONE: &str = "PodGone";
-/// Event reason of an incarnation the controller refused to create.
-pub const REASON_INCARNATION_REFUSED: &str = "IncarnationRefused";
-/// Event reason of an incarnation the controller created.
-pub const REASON_INCARNATION_CREATED: &str = "IncarnationCreated";
-/// Reason of the Event: a request was accepted while the previous incarnation lives (a VM's live migration).
-pub const REASON_INCARNATION_ACCEPTED: &str = "IncarnationAccepted";
-/// Reason of the Event: a request of a claim that migrates is not answered
-/// early (its Pod is not the VM's migration target).
-pub const REASON_INCARNATION_WAITS: &str = "IncarnationWaits";
-/// Reason of the Event on a Pod whose ADD waits in its pool's queue.
-pub const REASON_WAITING_FOR_IP: &str = "WaitingForIP";
 
 fn entries(ctl: &Context) -> Api<NetworkEndpointNeed> {
     Api::all(ctl.client.clone())
@@ -150,7 +139,7 @@ async fn pressure_refusal(ctl: &Context, hold: &Hold, w: &PressureFor) -> kube::
     if let (Some(sts), Some(pod)) = (&statefulset, &pod_name) {
         let sets: Api<StatefulSet> = Api::namespaced(ctl.client.clone(), ns);
         let replicas = sets.get_opt(sts).await?.map(|s| s.spec.and_then(|sp| sp.replicas).unwrap_or(1));
-        if let (Some(r), Some(o)) = (replicas, crate::decide::ordinal(sts, pod))
+        if let (Some(r), Some(o)) = (replicas, netendpoint_crd::ipamclaim::statefulset_ordinal(sts, pod))
             && r > 0
             && o < i64::from(r)
         {
@@ -213,11 +202,7 @@ async fn delete(ctl: &Context, name: &str, uid: &str, resource_version: Option<&
         }),
         ..DeleteParams::default()
     };
-    match endpoints(ctl).delete(name, &dp).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(unless_changed(endpoints(ctl).delete(name, &dp).await, Guard::Preconditions)?.is_some())
 }
 
 /// Applies a JSON patch; false when it is gone or a test failed.
@@ -229,11 +214,7 @@ async fn patch(ctl: &Context, name: &str, p: json_patch::Patch, status: bool) ->
     } else {
         api.patch(name, &pp, &Patch::Json::<()>(p)).await
     };
-    match res {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(false),
-        Err(e) => Err(e),
-    }
+    Ok(unless_changed(res, Guard::Tests)?.is_some())
 }
 
 /// Takes one action.
@@ -308,14 +289,11 @@ pub async fn act(ctl: &Context, action: &Action) {
                 preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
                 ..DeleteParams::default()
             };
-            match api.delete(name, &dp).await {
-                Ok(_) => {
+            unless_changed(api.delete(name, &dp).await, Guard::Preconditions).map(|deleted| {
+                if deleted.is_some() {
                     info!(claim = %format!("{namespace}/{name}"), "StatefulSet Pod claim deleted: scaled down or gone");
-                    Ok(())
                 }
-                Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
-                Err(e) => Err(e),
-            }
+            })
         }
     };
     if let Err(e) = res {
@@ -432,7 +410,7 @@ async fn refusal(ctl: &Context, hold: &Hold, req: &IncarnationRequest) -> kube::
             .iter()
             .flatten()
             .any(|o| o.controller == Some(true) && o.kind == "StatefulSet" && &o.name == sts);
-        owned && format!("{}.{}", req.pod.name, hold.pool) == hold.claim.name
+        owned && statefulset_claim_name(&req.pod.name, &hold.pool).as_deref() == Some(hold.claim.name.as_str())
     } else {
         pod.metadata
             .annotations
@@ -620,11 +598,9 @@ async fn write_claim_status(ctl: &Context, hold: &Hold, owner: Option<&str>) -> 
         "metadata": { "uid": hold.claim.uid, "resourceVersion": claim.metadata.resource_version },
         "status": { "ips": ips, "ownerPod": owner_pod },
     });
-    match api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
-        Err(e) => Err(e),
-    }
+    // The body's uid and resourceVersion are preconditions: a 422 is a status the schema refused.
+    let res = api.patch_status(&hold.claim.name, &PatchParams::default(), &Patch::Merge(body)).await;
+    Ok(unless_changed(res, Guard::Preconditions)?.is_some())
 }
 
 async fn delete_hold(ctl: &Context, hold: &Hold) -> kube::Result<()> {

@@ -8,14 +8,11 @@ use std::sync::atomic::AtomicBool;
 
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
+use netendpoint_crd::REPORTER_CONTROLLER;
 use netendpoint_lease::ServerClock;
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-
-/// The name in the controller's Events (`reportingController`) and the
-/// field manager of its pool statuses.
-pub const REPORTING_CONTROLLER: &str = "netendpoint-controller";
 
 /// Shared state of a running controller, one per process.
 pub struct Context {
@@ -23,7 +20,7 @@ pub struct Context {
     pub client: Client,
     /// The API server's clock, read from the `Date` of its responses.
     pub clock: ServerClock,
-    /// Records Events as [`REPORTING_CONTROLLER`], instance `identity`.
+    /// Records Events as [`REPORTER_CONTROLLER`], instance `identity`.
     pub recorder: Recorder,
     /// The Prometheus metrics.
     pub metrics: Metrics,
@@ -36,7 +33,7 @@ impl Context {
     /// feed `clock`; not ready yet.
     pub fn new(client: Client, clock: ServerClock, identity: &str) -> Self {
         let reporter =
-            Reporter { controller: REPORTING_CONTROLLER.into(), instance: Some(identity.chars().take(128).collect()) };
+            Reporter { controller: REPORTER_CONTROLLER.into(), instance: Some(identity.chars().take(128).collect()) };
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,

@@ -11,24 +11,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use netendpoint_cni::allocator::RangeSet;
+use netendpoint_netconf::RangeSet;
 
 use k8s_openapi::jiff::Timestamp;
+use netendpoint_crd::ipamclaim::{statefulset_claim_name, statefulset_ordinal, statefulset_pod_name};
 use netendpoint_crd::{IncarnationRequest, IpFamily, NetworkEndpointNeedStatus};
 pub use netendpoint_lease::pools::Capacity;
 pub use netendpoint_lease::queue::Waiter;
 use netendpoint_lease::queue::{Supply, assign};
 pub use netendpoint_lease::view::{Hold, Lease, Sticky};
 use netendpoint_lease::{ReleaseState, Seen, Sightings, age_at_least, release_state};
-
-/// The ordinal of StatefulSet `owner`'s Pod `pod` (`<owner>-<ordinal>`).
-pub fn ordinal(owner: &str, pod: &str) -> Option<i64> {
-    let n = pod.strip_prefix(owner)?.strip_prefix('-')?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
-        return None;
-    }
-    n.parse().ok()
-}
 
 /// How much of an incarnation request's wait must be left (on the API
 /// server's clock, read as a lower bound) for the controller to create or
@@ -761,7 +753,10 @@ impl Pass<'_> {
             return true;
         }
         let pod = hold.claim.name.strip_suffix(&format!(".{}", hold.pool)).unwrap_or(&hold.claim.name);
-        match (self.world.statefulsets.get(&(hold.claim.namespace.clone(), sts.clone())), ordinal(&sts, pod)) {
+        match (
+            self.world.statefulsets.get(&(hold.claim.namespace.clone(), sts.clone())),
+            statefulset_ordinal(&sts, pod),
+        ) {
             (Some(replicas), Some(o)) => *replicas > 0 && o < *replicas,
             (Some(_), None) => true,
             (None, _) => false,
@@ -881,7 +876,9 @@ impl Pass<'_> {
         }
         match self.world.statefulsets.get(&(st.namespace.clone(), st.owner.clone())) {
             None => Some(HoldEnd::OwnerDeleted),
-            Some(replicas) => ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown),
+            Some(replicas) => {
+                statefulset_ordinal(&st.owner, &st.pod).filter(|o| o >= replicas).map(|_| HoldEnd::ScaledDown)
+            }
         }
     }
 
@@ -896,8 +893,7 @@ impl Pass<'_> {
         for ((namespace, sts), replicas) in &self.world.statefulsets {
             for net in &self.world.sticky_networks {
                 for i in 0..(*replicas).clamp(0, 100_000) {
-                    let name = format!("{sts}-{i}.{}", net.pool);
-                    if netendpoint_crd::is_dns1123_subdomain(&name) {
+                    if let Some(name) = statefulset_claim_name(&statefulset_pod_name(sts, i), &net.pool) {
                         wanted.insert((namespace.clone(), name), (net.network.clone(), sts.clone()));
                     }
                 }

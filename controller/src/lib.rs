@@ -47,12 +47,7 @@ use netendpoint_lease::ServerClock;
 use tokio::sync::Notify;
 use tracing::info;
 
-pub use crate::act::{
-    REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED, REASON_INCARNATION_WAITS,
-    REASON_NODE_VANISHED, REASON_POD_GONE, REASON_WAITING_FOR_IP,
-};
 use crate::context::Context;
-pub use crate::context::REPORTING_CONTROLLER;
 pub use crate::error::{Error, Result};
 pub use crate::options::Options;
 use crate::passes::Passes;

@@ -10,11 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use netendpoint_crd::{NetworkEndpointPool, NetworkEndpointPoolStatus, is_dns1123_subdomain};
+use netendpoint_crd::{NetworkEndpointPool, NetworkEndpointPoolStatus, REPORTER_CONTROLLER, is_dns1123_subdomain};
 use netendpoint_lease::pools::{PoolStats, status_of};
 use tracing::{debug, warn};
-
-use crate::context::REPORTING_CONTROLLER;
 
 /// What was last written, per pool.
 pub struct PoolStatusWriter {
@@ -76,7 +74,7 @@ impl PoolStatusWriter {
         }
         let (pools, later) = due(stats, &self.written, self.interval, Instant::now());
         let api: Api<NetworkEndpointPool> = Api::all(client.clone());
-        let pp = PatchParams::apply(REPORTING_CONTROLLER).force();
+        let pp = PatchParams::apply(REPORTER_CONTROLLER).force();
         for (pool, status) in pools {
             if !is_dns1123_subdomain(&pool) {
                 continue;

@@ -17,11 +17,13 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed};
+use netendpoint_netconf::IpamConfig;
+use netendpoint_netconf::networks::{capacities, networks_in_files};
 use tokio::sync::Notify;
 use tracing::warn;
 
 use crate::claims;
-use crate::decide::{self, Capacity, Hold, Lease, Settings, StickyNetwork, World};
+use crate::decide::{self, Hold, Lease, Settings, StickyNetwork, World};
 use crate::error::Result;
 use crate::options::Options;
 
@@ -174,11 +176,11 @@ impl Stores {
     }
 
     /// The network configs of the net-conf ConfigMap.
-    pub fn networks(&self) -> Vec<netendpoint_cni::config::IpamConfig> {
+    pub fn networks(&self) -> Vec<IpamConfig> {
         let mut out = Vec::new();
         for cm in self.net_conf.iter().flat_map(|c| c.state()) {
             let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-            let (networks, problems) = netendpoint_cni::config::networks_in_files(files);
+            let (networks, problems) = networks_in_files(files);
             for p in problems {
                 warn!(problem = %p, "network config gives no capacity");
             }
@@ -190,9 +192,9 @@ impl Stores {
     /// The snapshot the decisions run over: the stores' objects as the
     /// decisions read them, `needs` (checked by the caller) and the
     /// capacities and sticky networks of `networks`.
-    pub fn world(&self, needs: Vec<decide::Need>, networks: &[netendpoint_cni::config::IpamConfig]) -> World {
+    pub fn world(&self, needs: Vec<decide::Need>, networks: &[IpamConfig]) -> World {
         let objects = self.leases.state();
-        let mut ranges: HashMap<String, Vec<netendpoint_cni::allocator::RangeSet>> = HashMap::new();
+        let mut ranges: HashMap<String, Vec<netendpoint_netconf::RangeSet>> = HashMap::new();
         for n in networks {
             // Networks sharing a pool share its ranges: the first one says them.
             ranges.entry(n.pool.clone()).or_insert_with(|| n.range_sets.clone());
@@ -233,11 +235,6 @@ impl Stores {
     }
 }
 
-/// Capacities by pool of `networks`.
-pub fn capacities(networks: &[netendpoint_cni::config::IpamConfig]) -> HashMap<String, Capacity> {
-    networks.iter().map(|n| (n.pool.clone(), n.capacity())).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,8 +249,7 @@ mod tests {
         });
         let other = serde_json::json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
         let texts = [("10-a.conflist", conflist.to_string()), ("20-b.conf", other.to_string())];
-        let (networks, problems) =
-            netendpoint_cni::config::networks_in_files(texts.iter().map(|(n, t)| (*n, t.as_str())));
+        let (networks, problems) = networks_in_files(texts.iter().map(|(n, t)| (*n, t.as_str())));
         assert!(problems.is_empty(), "{problems:?}");
         let caps = capacities(&networks);
         assert_eq!(caps.len(), 1);

@@ -15,6 +15,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod events;
 pub mod ipamclaim;
 pub mod need;
 pub mod pool_resource;
@@ -22,6 +23,11 @@ pub mod refs;
 pub mod schema;
 pub mod shard;
 
+pub use events::{
+    REASON_FORCED_RELEASE, REASON_INCARNATION_ACCEPTED, REASON_INCARNATION_CREATED, REASON_INCARNATION_REFUSED,
+    REASON_INCARNATION_WAITS, REASON_NODE_VANISHED, REASON_POD_GONE, REASON_POOL_EXHAUSTED, REASON_STICKY_HOLD_ENDED,
+    REASON_WAITING_FOR_IP, REPORTER_CONTROLLER, REPORTER_KUBECTL, REPORTER_PLUGIN,
+};
 pub use need::{
     IpFamily, MAX_NEED_SLOTS, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointNeedStatus, Promise,
     need_name,
@@ -32,7 +38,7 @@ pub use pool_resource::{
 pub use refs::{ClaimRef, PodRef};
 pub use schema::{
     PATTERN_CNI_NAME, PATTERN_DNS_LABEL, PATTERN_DNS_SUBDOMAIN, PATTERN_DURATION, PATTERN_FINALIZER, PATTERN_IF_NAME,
-    PATTERN_UID,
+    PATTERN_UID, is_dns1123_label, is_dns1123_subdomain,
 };
 pub use shard::{NetworkEndpointShard, NetworkEndpointShardSpec, NetworkEndpointShardStatus, SHARD_BITS, SHARD_SIZE};
 
@@ -91,15 +97,6 @@ pub const ANNOTATION_STICKY_OWNER: &str = "netendpoint.dev/sticky-owner";
 /// Annotation of a sticky lease: how long the hold lasts after the release
 /// was requested (`ipam.sticky.stickyFor` at creation), on the API server's clock.
 pub const ANNOTATION_STICKY_FOR: &str = "netendpoint.dev/sticky-for";
-/// Annotation set on a held lease in the same patch that removes its hold for
-/// the identity's next sandbox: the new Pod UID. The lease's DELETED event
-/// carries it, so an ADD waiting for a release leaves that IP to its owner.
-pub const ANNOTATION_HANDOVER_TO: &str = "netendpoint.dev/handover-to";
-/// Event reason recorded when the controller ends a sticky hold.
-pub const REASON_STICKY_HOLD_ENDED: &str = "StickyHoldEnded";
-/// Event reason recorded when a sticky Pod could not get its IP back (it
-/// was taken in the gap between the hold's end and the new create).
-pub const REASON_STICKY_IP_LOST: &str = "StickyIPLost";
 
 /// The [`LABEL_STICKY_IDENTITY`] value of Pod `namespace`/`name`.
 /// Injective while it fits a label value (a namespace holds no `.`); longer
@@ -112,21 +109,6 @@ pub fn sticky_identity(namespace: &str, name: &str) -> String {
 pub const FIELD_CONTAINER_ID: &str = "spec.containerID";
 /// Field path, usable in field selectors, of the node name.
 pub const FIELD_NODE: &str = "spec.node";
-
-/// Event reason recorded when finalizers are force-removed after `forceReleaseAfter`.
-pub const REASON_FORCED_RELEASE: &str = "ForcedRelease";
-/// Event reason recorded on a Pod whose ADD failed for lack of IPs.
-pub const REASON_POOL_EXHAUSTED: &str = "PoolExhausted";
-/// Event reason of the "an IP is needed" signal: an ADD with
-/// `ipam.crossNode: controller` found its pool full and waits for a release.
-/// The controller may then force the oldest release that outlived its bound.
-pub const REASON_IP_NEEDED: &str = "IPNeeded";
-/// Annotation of an [`REASON_IP_NEEDED`] Event: the pool that needs an IP
-/// (exact name; the [`LABEL_POOL`] label carries its label value).
-pub const ANNOTATION_NEEDED_POOL: &str = "netendpoint.dev/pool";
-/// Annotation of an [`REASON_IP_NEEDED`] Event: how long the ADD waits from
-/// the Event's creation (`waitForRelease` left, e.g. `9500ms`).
-pub const ANNOTATION_NEEDED_FOR: &str = "netendpoint.dev/needed-for";
 
 /// CEL rule of the CRD: `spec` never changes after creation, so no update
 /// can move a live lease to another node, IP or sandbox.
@@ -176,9 +158,6 @@ pub const MAX_STICKY_FOR_SECS: u64 = 30 * 24 * 3600;
 /// a duration CEL reads (`720h`, `1h30m`; a string it cannot read is refused).
 pub const RULE_STICKY_FOR_CAPPED: &str = "!has(self.spec.stickyFor) || (self.spec.stickyFor.matches('^[0-9]+$') \
 ? int(self.spec.stickyFor) <= 2592000 : duration(self.spec.stickyFor) <= duration('720h'))";
-
-/// Most finalizers a lease (or a hold, for its incarnations) may carry.
-pub const MAX_FINALIZERS: usize = 16;
 
 /// The lease of one IP address to one interface of one sandbox.
 ///
@@ -475,21 +454,6 @@ pub fn parse_endpoint_name(pool: &str, name: &str) -> Option<IpAddr> {
 /// incarnation adds `-` and up to 10 digits).
 pub const MAX_POOL_NAME_LEN: usize = 253 - 1 - 39 - 11;
 
-/// True if `s` is a valid DNS-1123 subdomain (RFC 1123, as Kubernetes checks object names).
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-/// True if `s` is a valid DNS-1123 label: 1 to 63 of `[a-z0-9-]`, starting and ending alphanumeric.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
 /// The label value that mirrors spec value `s`: its first 63 characters,
 /// less any trailing characters that may not end a label value. Admission
 /// recomputes exactly this in CEL (`docs/design.md`, "Trust"), so every
@@ -506,17 +470,6 @@ pub fn label_value(s: &str) -> String {
         s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect();
     let cut: String = cleaned.chars().take(63).collect();
     cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_string()
-}
-
-/// True if `s` is a valid Kubernetes label value (empty, or up to 63
-/// `[A-Za-z0-9_.-]` that start and end alphanumeric).
-pub fn is_label_value(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.is_empty()
-        || (b.len() <= 63
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric())
 }
 
 /// The one duration grammar of netendpoint: the CNI config, the installer
@@ -606,6 +559,17 @@ pub fn bounded_names(
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
+
+    /// True if `s` is a valid Kubernetes label value (empty, or up to 63
+    /// `[A-Za-z0-9_.-]` that start and end alphanumeric).
+    fn is_label_value(s: &str) -> bool {
+        let b = s.as_bytes();
+        b.is_empty()
+            || (b.len() <= 63
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric())
+    }
 
     #[test]
     fn the_sticky_for_rule_says_the_cap() {

@@ -194,6 +194,13 @@ mod tests {
         assert_eq!(need_name("pods", "node-a", Some(7)), "pods.node-a.7");
         assert_eq!(need_name("pods", "node-a", None), "pods.node-a");
         assert!(crate::is_dns1123_subdomain(&need_name("pods", "node-a", Some(MAX_NEED_SLOTS - 1))));
+        // The rule reads the same parts: pool, '.', node, and '.', slot with one.
+        for part in [
+            "self.spec.pool + '.' + self.spec.node + '.'",
+            ": self.metadata.name == self.spec.pool + '.' + self.spec.node",
+        ] {
+            assert!(RULE_NEED_NAME.contains(part), "{part}");
+        }
     }
 
     #[test]

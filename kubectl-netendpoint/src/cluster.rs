@@ -13,18 +13,17 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use netendpoint_crd::{
-    LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, block_label_value, endpoint_name,
-    label_value,
+    LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, REPORTER_KUBECTL, block_label_value,
+    endpoint_name, label_value,
 };
 use netendpoint_lease::events::{Reporter, event_object, lease_ref, pod_ref};
+use netendpoint_lease::outcome::{Guard, unless_changed};
 use netendpoint_lease::pools::Capacity;
 use netendpoint_lease::view::{Lease, ip_from_name};
+use netendpoint_netconf::networks::capacities_in_files;
 
 use crate::error::{Error, Result};
 use crate::report::EventRow;
-
-/// The name the plugin reports its Events under.
-pub const REPORTING_CONTROLLER: &str = "kubectl-netendpoint";
 
 /// A client from `--kubeconfig` (else `KUBECONFIG` or `~/.kube/config`, else
 /// in-cluster) and `--context`.
@@ -73,9 +72,8 @@ pub async fn capacities(
                     .map_err(|source| Error::ConfigFile { path: p.display().to_string(), source })?;
                 texts.push((p.display().to_string(), text));
             }
-            let (caps, problems) =
-                netendpoint_cni::config::capacities_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-            Ok((caps, texts.into_iter().map(|(n, _)| n).collect(), problems))
+            let (caps, problems) = capacities_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+            Ok((caps, texts.into_iter().map(|(n, _)| n).collect(), problems.iter().map(ToString::to_string).collect()))
         }
         Ranges::ConfigMap(spec) if spec.is_empty() => Ok((HashMap::new(), Vec::new(), Vec::new())),
         Ranges::ConfigMap(spec) => {
@@ -86,8 +84,8 @@ pub async fn capacities(
             match api.get_opt(name).await {
                 Ok(Some(cm)) => {
                     let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-                    let (caps, problems) = netendpoint_cni::config::capacities_in_files(files);
-                    Ok((caps, vec![format!("configmap/{spec}")], problems))
+                    let (caps, problems) = capacities_in_files(files);
+                    Ok((caps, vec![format!("configmap/{spec}")], problems.iter().map(ToString::to_string).collect()))
                 }
                 Ok(None) => Ok((
                     HashMap::new(),
@@ -248,9 +246,9 @@ pub async fn force(client: &Client, ep: &NetworkEndpoint) -> Result<Forced> {
     let rv = ep.metadata.resource_version.as_deref().unwrap_or_default();
     let api: Api<NetworkEndpoint> = Api::all(client.clone());
     let patch = Patch::Json::<()>(netendpoint_lease::patch::force_release(uid, rv));
-    match api.patch(&name, &PatchParams::default(), &patch).await {
-        Ok(_) => Ok(Forced::Done),
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(Forced::Changed),
+    match unless_changed(api.patch(&name, &PatchParams::default(), &patch).await, Guard::Tests) {
+        Ok(Some(_)) => Ok(Forced::Done),
+        Ok(None) => Ok(Forced::Changed),
         Err(e) => Err(Error::api(format!("remove the finalizers of {name}"), e)),
     }
 }
@@ -265,7 +263,7 @@ pub async fn record(client: &Client, ep: &NetworkEndpoint, reason: &str, note: &
     if let Some(pod) = &ep.spec.pod {
         about.push(pod_ref(&pod.namespace, &pod.name, &pod.uid));
     }
-    let me = Reporter { controller: REPORTING_CONTROLLER.into(), instance: user.to_string() };
+    let me = Reporter { controller: REPORTER_KUBECTL.into(), instance: user.to_string() };
     for (i, regarding) in about.into_iter().enumerate() {
         let ev = event_object(&me, regarding, reason, note.to_string(), true, Timestamp::now());
         let ns = ev.metadata.namespace.clone().unwrap_or_else(|| "default".into());

@@ -50,16 +50,6 @@ pub fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
     }
 }
 
-/// The reference to Node `name`.
-pub fn node_ref(name: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Node".into()),
-        name: Some(name.to_string()),
-        ..ObjectReference::default()
-    }
-}
-
 /// The events.k8s.io/v1 Event `reporter` records about `regarding` at `now`.
 ///
 /// `action` is the reason, the note is cut to 1000 characters, and the Event
@@ -110,6 +100,5 @@ mod tests {
         let ev = event_object(&me, pod_ref("ns", "p", ""), "PoolExhausted", String::new(), false, now);
         assert_eq!((ev.metadata.namespace.as_deref(), ev.type_.as_deref()), (Some("ns"), Some("Normal")));
         assert_eq!(ev.regarding.unwrap().uid, None);
-        assert_eq!(node_ref("n").kind.as_deref(), Some("Node"));
     }
 }

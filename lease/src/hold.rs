@@ -51,13 +51,6 @@ pub fn pending_request(hold: &NetworkEndpoint) -> Option<IncarnationRequest> {
     })
 }
 
-/// The name of the hold's current incarnation, if it has one.
-pub fn current_endpoint(hold: &NetworkEndpoint) -> Option<String> {
-    let status = hold.status.as_ref()?;
-    status.incarnation?;
-    status.endpoint.clone()
-}
-
 /// The endpoint of incarnation `req` of `hold`: the hold's address and
 /// claim, the request's sandbox, Pod and node, and the hold's
 /// `endpointFinalizers`.

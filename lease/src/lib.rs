@@ -2,7 +2,9 @@
 //! controller and the kubectl plugin, as Calico's IPAM library is shared by
 //! its plugin, controllers and calicoctl:
 //! - [`view`]: the one [`Lease`] view, read from spec and name;
+//! - [`addr`]: addresses as integers, and back;
 //! - [`patch`]: the patches that change a lease, each testing what it acts on;
+//! - [`outcome`]: a refused guarded write, told from an error (gone or changed);
 //! - [`labels`]: the labels that mirror a lease's spec;
 //! - [`hold`]: the sticky hold protocol (requests, incarnations, release);
 //! - [`events`]: Events and the references they are about;
@@ -14,10 +16,12 @@
 //!
 //! Nothing here makes an API call.
 
+pub mod addr;
 pub mod clock;
 pub mod events;
 pub mod hold;
 pub mod labels;
+pub mod outcome;
 pub mod patch;
 pub mod pools;
 pub mod queue;

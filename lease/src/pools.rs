@@ -35,12 +35,6 @@ impl Capacity {
     pub fn total(&self) -> u128 {
         self.v4.saturating_add(self.v6)
     }
-
-    /// The sum of two capacities (one pool in several network configs adds up
-    /// only when the configs describe different ranges; callers decide).
-    pub fn plus(self, other: Capacity) -> Capacity {
-        Capacity { v4: self.v4.saturating_add(other.v4), v6: self.v6.saturating_add(other.v6) }
-    }
 }
 
 /// The health of one pool at one instant.

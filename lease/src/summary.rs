@@ -7,30 +7,16 @@
 //! create, never a second holder.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use netendpoint_crd::{NetworkEndpointShardStatus, PoolSummary, SHARD_SIZE, ShardRun};
 
+use crate::addr::{from_u128, to_u128};
+
 /// Bytes of a shard bitmap.
 pub const BITMAP_BYTES: usize = (SHARD_SIZE / 8) as usize;
-
-/// An address as an integer of its family.
-pub fn to_u128(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-/// The address `v` of the family of `like`.
-pub fn from_u128(like: IpAddr, v: u128) -> IpAddr {
-    match like {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(u32::try_from(v).unwrap_or(u32::MAX))),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(v)),
-    }
-}
 
 /// The first address of the shard holding `ip`.
 pub fn shard_first(ip: IpAddr) -> IpAddr {

@@ -81,7 +81,7 @@ async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
     let first = create(lease(&pool, "10.77.0.1", "c1", &gone_a, &[])).await;
     let first_name = first.metadata.name.clone().unwrap();
     wait_for("the first reclaim", Duration::from_secs(60), || async { !exists(&first_name).await }).await;
-    let ev = events_about(&first_name, netendpoint_controller::REASON_NODE_VANISHED).await;
+    let ev = events_about(&first_name, netendpoint_crd::REASON_NODE_VANISHED).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, a.identity, "acted by the leader");
     assert!(!b.log().contains("node absent for the grace"), "the standby acted:\n{}", b.log());
@@ -100,7 +100,7 @@ async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
     let second = create(lease(&pool, "10.77.0.2", "c2", &gone_b, &[])).await;
     let second_name = second.metadata.name.clone().unwrap();
     wait_for("the second reclaim", Duration::from_secs(60), || async { !exists(&second_name).await }).await;
-    let ev = events_about(&second_name, netendpoint_controller::REASON_NODE_VANISHED).await;
+    let ev = events_about(&second_name, netendpoint_crd::REASON_NODE_VANISHED).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
     assert_eq!(ev[0].1, b.identity);
     let _ = coord.delete(&lease_name, &DeleteParams::default()).await;
@@ -176,7 +176,7 @@ async fn pod_gone_cleanup_respects_its_grace_and_off_switch_and_spares_living_po
     off.wait_leader().await;
     wait_for("the leak deletion", Duration::from_secs(60), || async { !exists(&leaked).await }).await;
     assert!(started.elapsed() >= Duration::from_secs(3), "deleted after {:?}", started.elapsed());
-    assert!(!events_about(&leaked, netendpoint_controller::REASON_POD_GONE).await.is_empty());
+    assert!(!events_about(&leaked, netendpoint_crd::REASON_POD_GONE).await.is_empty());
     // Three more graces on: the living Pod's lease and the off switch's lease are untouched.
     tokio::time::sleep(Duration::from_secs(9)).await;
     assert!(exists(&living).await, "the lease of a Pod that exists was deleted");
@@ -255,7 +255,7 @@ async fn a_stuck_release_is_forced_only_when_an_add_waits_and_only_one_waiter_ge
 
     let ev = events_about(&victim, "ForcedRelease").await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0].0, netendpoint_controller::REPORTING_CONTROLLER);
+    assert_eq!(ev[0].0, netendpoint_crd::REPORTER_CONTROLLER);
     assert!(ev[0].2.contains(FIN), "{}", ev[0].2);
     // Each waiting ADD joined the queue with its own entry, believed after
     // a check of its Pod; the release was promised to the first, and both
@@ -396,7 +396,7 @@ async fn the_controller_works_as_its_deployed_service_account() {
     );
     ctl.wait_leader().await;
     wait_for("the reclaim as the ServiceAccount", Duration::from_secs(60), || async { !exists(&orphan).await }).await;
-    assert_eq!(events_about(&orphan, netendpoint_controller::REASON_NODE_VANISHED).await.len(), 1, "{}", ctl.log());
+    assert_eq!(events_about(&orphan, netendpoint_crd::REASON_NODE_VANISHED).await.len(), 1, "{}", ctl.log());
     assert!(!ctl.log().contains("forbidden"), "{}", ctl.log());
     cleanup_pool(&pool).await;
 }

@@ -495,7 +495,7 @@ async fn an_incarnation_goes_only_to_the_claims_pod_on_its_bound_node() {
     let uid = recreate(&sts, 0, &node).await;
     let (code, msg) = add(&elsewhere, &h::unique("thief"), &pod, &uid).unwrap_err();
     assert!(msg.contains("not to the asking node"), "{code}: {msg}");
-    let refused = events_about(&hold, netendpoint_controller::REASON_INCARNATION_REFUSED).await;
+    let refused = events_about(&hold, netendpoint_crd::REASON_INCARNATION_REFUSED).await;
     assert!(refused.iter().any(|n| n.contains("not to the asking node")), "{refused:?}");
 
     // A bare Pod of the StatefulSet Pod's name (not controlled by it).
@@ -727,7 +727,7 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     let (code, msg) = add(&rogue_conf, &h::unique("rogue"), &rogue, &rogue_uid).unwrap_err();
     assert_eq!(code, 11, "{msg}");
     assert!(!msg.contains(&format!("\"ips\":[{{\"address\":\"{ip}")), "{msg}");
-    let waits = events_about(&hold_name, netendpoint_controller::REASON_INCARNATION_WAITS).await;
+    let waits = events_about(&hold_name, netendpoint_crd::REASON_INCARNATION_WAITS).await;
     assert!(waits.iter().any(|n| n.contains("names no Pod as its migration target")), "{waits:?}");
     let request = h::endpoints().await.get(&hold_name).await.unwrap().status.and_then(|s| s.request);
     assert!(request.is_none(), "the rogue's request went with its ADD: {request:?}");
@@ -759,8 +759,7 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     };
     assert_eq!(endpoints(target_cid.clone()).await, 0, "no endpoint for the target while the source's lives");
     let accepted =
-        events_about(&endpoint_name(&pool, ip.parse().unwrap()), netendpoint_controller::REASON_INCARNATION_ACCEPTED)
-            .await;
+        events_about(&endpoint_name(&pool, ip.parse().unwrap()), netendpoint_crd::REASON_INCARNATION_ACCEPTED).await;
     assert!(!accepted.is_empty(), "the hold says why the target was answered");
     // The migration completes: the source goes, its agent acknowledges.
     delete_pod(&src_pod).await;

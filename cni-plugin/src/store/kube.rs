@@ -16,19 +16,16 @@ use kube::api::{
 use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{
     FIELD_CONTAINER_ID, GROUP, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointPool, NetworkEndpointShard,
-    endpoint_name,
+    REPORTER_PLUGIN, endpoint_name,
 };
 use netendpoint_lease::ServerClock;
 use netendpoint_lease::events::{Reporter, event_object};
+use netendpoint_lease::outcome::{Guard, unless_changed};
 use netendpoint_lease::summary::{ShardView, counts_of};
 use tracing::{debug, warn};
 
 use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
 use crate::error::{Error, Result};
-
-/// The controller named in the plugin's Events (`reportingController`, and
-/// `reportingInstance` too: the plugin has no long-lived instance).
-pub const REPORTING_CONTROLLER: &str = "netendpoint-cni";
 
 /// The store over the Kubernetes API.
 #[derive(Clone)]
@@ -111,12 +108,10 @@ impl Leases for KubeStore {
             preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
             ..DeleteParams::default()
         };
-        match self.leases().delete(name, &dp).await {
-            Ok(_) => Ok(()),
-            // Gone already, or the name now belongs to a newer lease (UID precondition failed).
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
-            Err(e) => Err(Error::from_kube(format!("delete NetworkEndpoint {name}"), e)),
-        }
+        // Gone already, or the name now belongs to a newer lease (UID precondition failed): done.
+        unless_changed(self.leases().delete(name, &dp).await, Guard::Preconditions)
+            .map(drop)
+            .map_err(|e| Error::from_kube(format!("delete NetworkEndpoint {name}"), e))
     }
 
     async fn patch(&self, name: &str, patch: &json_patch::Patch, status: bool) -> Result<Option<NetworkEndpoint>> {
@@ -124,12 +119,8 @@ impl Leases for KubeStore {
         let p = Patch::Json::<()>(patch.clone());
         let pp = PatchParams::default();
         let res = if status { api.patch_status(name, &pp, &p).await } else { api.patch(name, &pp, &p).await };
-        match res {
-            Ok(ep) => Ok(Some(ep)),
-            // Gone, changed, or a test failed (422): nothing was changed.
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() || s.code == 422 => Ok(None),
-            Err(e) => Err(Error::from_kube(format!("patch NetworkEndpoint {name}"), e)),
-        }
+        // Gone, changed, or a test failed: nothing was changed.
+        unless_changed(res, Guard::Tests).map_err(|e| Error::from_kube(format!("patch NetworkEndpoint {name}"), e))
     }
 
     async fn next_change(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<Change> {
@@ -257,7 +248,7 @@ impl Cluster for KubeStore {
 
 impl Signals for KubeStore {
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool) {
-        let me = Reporter::component(REPORTING_CONTROLLER);
+        let me = Reporter::component(REPORTER_PLUGIN);
         let event = event_object(&me, regarding, reason, note, warning, Timestamp::now());
         let namespace = event.metadata.namespace.clone().unwrap_or_default();
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);

@@ -250,7 +250,7 @@ impl MemStore {
     /// once, with the same decision ([`netendpoint_lease::queue::assign`]):
     /// orders the entries by arrival, and promises the free addresses of
     /// `set` and its releases in progress. Returns the promises written.
-    pub fn serve_queue(&self, pool: &str, set: &crate::allocator::RangeSet) -> usize {
+    pub fn serve_queue(&self, pool: &str, set: &netendpoint_netconf::RangeSet) -> usize {
         use netendpoint_lease::queue::{Supply, arrival_of, assign};
         let mut st = self.state.lock().unwrap();
         let now = self.now();
@@ -313,7 +313,7 @@ impl MemStore {
     pub fn spawn_queue_controller(
         self: &std::sync::Arc<Self>,
         pool: &str,
-        set: crate::allocator::RangeSet,
+        set: netendpoint_netconf::RangeSet,
     ) -> tokio::task::JoinHandle<()> {
         let me = self.clone();
         let pool = pool.to_string();
@@ -417,8 +417,7 @@ impl MemStore {
                 let _ = self.apply(&mut st, hold.metadata.name.as_deref().unwrap(), &patch, true);
                 continue;
             }
-            let previous_gone =
-                netendpoint_lease::hold::current_endpoint(&hold).is_none_or(|n| self.object(&n).is_none());
+            let previous_gone = current_endpoint(&hold).is_none_or(|n| self.object(&n).is_none());
             if !previous_gone {
                 // A claim that is not a StatefulSet's (a VM) is answered early.
                 let migrates = {
@@ -503,6 +502,14 @@ impl MemStore {
         next.metadata.resource_version = Some(st.rv.to_string());
         Some(next)
     }
+}
+
+/// The name of `hold`'s current incarnation, if it has one (as the
+/// controller reads it from the hold's status).
+fn current_endpoint(hold: &NetworkEndpoint) -> Option<String> {
+    let status = hold.status.as_ref()?;
+    status.incarnation?;
+    status.endpoint.clone()
 }
 
 /// The shard views of `pool` computed from the objects; a promised address

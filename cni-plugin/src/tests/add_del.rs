@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
+use netendpoint_netconf::IpamConfig;
 use serde_json::json;
 
 use super::{FIN, Scratch, T0, conf, ip_of, who};
 use crate::claim::{Deadline, lease_object};
 use crate::commands::{Asked, add, add_asked, check, del};
-use crate::config::IpamConfig;
 use crate::error::Error;
 use crate::local::{LocalState, Record};
 use crate::store::mem::{Fault, MemStore};

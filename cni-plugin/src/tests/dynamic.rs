@@ -14,7 +14,7 @@ use crate::store::mem::{MemStore, SummaryMode};
 
 /// Fills `fraction` (per 10) of the set's addresses at random (a fixed LCG,
 /// so the table is the same every run).
-fn fill_random(store: &MemStore, c: &crate::config::IpamConfig, tenths: u64) {
+fn fill_random(store: &MemStore, c: &netendpoint_netconf::IpamConfig, tenths: u64) {
     let set = &c.range_sets[0];
     let mut x: u64 = 42;
     for ip in set.candidates(None) {

@@ -10,10 +10,10 @@ mod sticky;
 use std::sync::Arc;
 use std::time::Duration;
 
+use netendpoint_netconf::IpamConfig;
 use serde_json::json;
 
 use crate::claim::{Attachment, lease_object};
-use crate::config::IpamConfig;
 use crate::local::LocalState;
 use crate::protocol::{AttachmentKey, IpamResult, PodIdentity};
 use crate::store::mem::MemStore;

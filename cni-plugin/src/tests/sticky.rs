@@ -54,7 +54,7 @@ fn web0(store: &MemStore, sandbox: &str, uid: &str, node: &str) -> Attachment {
     w
 }
 
-fn sticky_conf(extra: serde_json::Value) -> crate::config::IpamConfig {
+fn sticky_conf(extra: serde_json::Value) -> netendpoint_netconf::IpamConfig {
     let mut v = json!({"finalizers": [FIN], "sticky": {"waitForOld": "20s"}, "waitForRelease": "5s"});
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
@@ -350,7 +350,7 @@ async fn a_failed_add_rolls_back_its_incarnation_and_leaves_a_hold_that_got_one(
                "finalizers": [FIN], "sticky": {"waitForOld": "5s"}, "waitForRelease": "0s"}),
     );
     // The IPv6 set is full.
-    let v6 = crate::config::IpamConfig { range_sets: vec![c.range_sets[1].clone()], ..c.clone() };
+    let v6 = netendpoint_netconf::IpamConfig { range_sets: vec![c.range_sets[1].clone()], ..c.clone() };
     fill(&store, &v6, "n2", &[]);
     let e = add(&*store, &c, &web0(&store, "s1", "u1", "n1"), &LocalState::none()).await.unwrap_err();
     assert_eq!(e.code(), 100, "{e}");

@@ -461,8 +461,8 @@ fn waiter(name: &str, arrival: u128, deadline: i64) -> Waiter {
     }
 }
 
-fn ranges(cidr: &str) -> Vec<netendpoint_cni::allocator::RangeSet> {
-    let conf = netendpoint_cni::config::IpamConfig::parse(&serde_json::json!({"ranges": [[{"subnet": cidr}]]}), "net");
+fn ranges(cidr: &str) -> Vec<netendpoint_netconf::RangeSet> {
+    let conf = netendpoint_netconf::IpamConfig::parse(&serde_json::json!({"ranges": [[{"subnet": cidr}]]}), "net");
     conf.unwrap().range_sets
 }
 
@@ -564,15 +564,6 @@ fn statefulset_pods_get_claims_and_lose_them_when_scaled_down_seen_twice() {
     w.claims.insert(("ns".into(), "db-0.q".into()), other);
     assert!(decide(&w, &s, &mut m, t(6)).actions.is_empty());
     assert!(decide(&w, &s, &mut m, t(7)).actions.is_empty(), "seen twice, still not ours");
-}
-
-#[test]
-fn ordinals_parse_only_from_the_owners_pod_names() {
-    assert_eq!(ordinal("web", "web-0"), Some(0));
-    assert_eq!(ordinal("web", "web-12"), Some(12));
-    for bad in ["web", "web-", "web-01", "web-x", "webx-1", "web-1-2", "other-1"] {
-        assert_eq!(ordinal("web", bad), None, "{bad}");
-    }
 }
 
 fn with_sts(leases: Vec<Lease>, replicas: Option<i64>) -> World {

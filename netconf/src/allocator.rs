@@ -6,9 +6,10 @@
 //! Which candidates are taken is decided by the store (an atomic create per
 //! address); this module never needs to know.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
+use netendpoint_lease::addr::{from_u128, to_u128};
 
 /// One contiguous range inside a subnet (host-local's `range`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +120,7 @@ impl RangeSet {
     }
 
     /// Usable addresses in the shard starting at `first` (see
-    /// `netendpoint_lease::summary`): at most one shard's worth are looked at.
+    /// [`netendpoint_lease::summary`]): at most one shard's worth are looked at.
     pub fn usable_in_shard(&self, first: IpAddr) -> usize {
         let lo = to_u128(first);
         (lo..lo.saturating_add(u128::from(netendpoint_crd::SHARD_SIZE)))
@@ -274,10 +275,9 @@ impl Iterator for Candidates {
 /// Sets larger than this spread their nodes' start points (one IPv4 /24).
 pub const SPREAD_ABOVE: u128 = 256;
 
-/// A well-mixed 64-bit hash of `key` (FNV-1a, then the splitmix64 finaliser),
-/// stable across versions and platforms.
-/// A hash of `key` that spreads similar keys apart (FNV-1a, then a
-/// 64-bit finaliser).
+/// A well-mixed 64-bit hash of `key` that spreads similar keys apart
+/// (FNV-1a, then the splitmix64 finaliser), stable across versions and
+/// platforms: nodes and sandboxes keep their spread points across upgrades.
 pub fn spread_hash(key: &str) -> u64 {
     let mut h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     h ^= h >> 30;
@@ -285,22 +285,6 @@ pub fn spread_hash(key: &str) -> u64 {
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
-}
-
-/// An address as an integer (IPv4 in the low 32 bits).
-pub fn to_u128(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-/// The address of family `like` with integer value `v` (truncated to 32 bits for IPv4).
-pub fn from_u128(like: IpAddr, v: u128) -> IpAddr {
-    match like {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from((v & 0xffff_ffff) as u32)),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(v)),
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-//! The `ipam` section of the network configuration, validated.
+//! The `ipam` section of a network configuration, validated.
 //!
 //! `ranges`, `routes` and `exclude` have host-local's shape, so a network can
-//! switch by changing `type`. Every error names the field path and quotes the
-//! value at fault, and is CNI code 7 (invalid network config).
+//! switch by changing `type`. [`IpamConfig::parse`] accepts a section only
+//! whole: every value is checked and every duration capped, and each error
+//! is an [`Error::InvalidConfig`] that names the field path and quotes the
+//! value at fault (the plugin answers it with CNI code 7).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -13,11 +15,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use netendpoint_crd::duration;
-use netendpoint_lease::pools::Capacity;
+use serde::Serialize;
 
 use crate::allocator::{Range, RangeSet};
 use crate::error::{Error, Result};
-use crate::protocol::Route;
 
 /// Default of `ipam.kubeconfig`: where the installer writes the plugin's kubeconfig.
 pub const DEFAULT_KUBECONFIG: &str = "/etc/cni/net.d/netendpoint.d/kubeconfig";
@@ -39,14 +40,24 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(110);
 /// Part of `ipam.timeout` kept back for cleanup after the deadline: an ADD
 /// that runs out of time still removes what it claimed.
 pub const CLEANUP_RESERVE: Duration = Duration::from_secs(5);
-/// Default of `ipam.vanishedNodeGrace`.
-pub const DEFAULT_VANISHED_NODE_GRACE: Duration = Duration::from_secs(300);
 /// Default of `ipam.gcGrace`.
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(120);
-/// Largest `forceReleaseAfter`, `vanishedNodeGrace` and `gcGrace`: 30 days.
+/// Largest `forceReleaseAfter` and `gcGrace` (and of the `vanishedNodeGrace`
+/// that is still accepted): 30 days.
 pub const MAX_BOUND: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// The validated IPAM configuration.
+/// One route of `ipam.routes`, returned as it is in the IPAM result.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Route {
+    /// Destination.
+    pub dst: IpNet,
+    /// Next hop; the main plugin's default gateway when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gw: Option<IpAddr>,
+}
+
+/// The validated IPAM configuration: every field in range, every duration
+/// within its cap, the range sets of one family each and not overlapping.
 #[derive(Debug, Clone)]
 pub struct IpamConfig {
     /// Pool name; the network name unless `ipam.pool` is set. A DNS-1123 subdomain.
@@ -72,9 +83,6 @@ pub struct IpamConfig {
     pub wait_for_release: Duration,
     /// Deadline of one invocation, cleanup included.
     pub timeout: Duration,
-    /// How long a lease's node must have been absent, seen twice, before an
-    /// ADD that needs the IP releases the lease.
-    pub vanished_node_grace: Duration,
     /// How old a lease must be (by the API server's clock) before GC, having
     /// found it stale in an earlier GC too, releases it.
     pub gc_grace: Duration,
@@ -88,6 +96,10 @@ pub struct IpamConfig {
     pub static_ips: StaticIpsConfig,
     /// Sticky IPs for claims (`ipam.sticky`); `None` is off.
     pub sticky: Option<StickyConfig>,
+    /// Keys that were accepted but have no effect, each a sentence naming
+    /// the key. Parsing logs nothing: the caller logs these where its logging
+    /// goes (the plugin, once it has set up `ipam.log`).
+    pub warnings: Vec<String>,
 }
 
 /// `ipam.staticIPs`. Requests in `runtimeConfig.ips`, `args.cni.ips` and
@@ -152,7 +164,8 @@ struct RawSticky {
 impl StickyConfig {
     /// Validates `ipam.sticky`. `wait_for_release` is the default of
     /// `waitForOld`; `max_wait` its largest value (what `ipam.timeout` leaves).
-    pub fn parse(v: &Value, wait_for_release: Duration, max_wait: Duration) -> Result<Self> {
+    /// Kinds that get no claim from netendpoint add a sentence to `warnings`.
+    fn parse(v: &Value, wait_for_release: Duration, max_wait: Duration, warnings: &mut Vec<String>) -> Result<Self> {
         let raw: RawSticky =
             serde_json::from_value(v.clone()).map_err(|e| Error::config("ipam.sticky", &e.to_string()))?;
         let kinds = raw.kinds.unwrap_or_else(|| vec!["StatefulSet".to_string()]);
@@ -161,7 +174,9 @@ impl StickyConfig {
                 return Err(Error::config(&format!("ipam.sticky.kinds[{i}]"), &format!("{k:?} is not a kind name")));
             }
             if k != "StatefulSet" {
-                tracing::warn!(kind = %k, "ipam.sticky.kinds: only StatefulSet Pods get a claim from netendpoint; other workloads (VMs) keep their address through their own IPAMClaim");
+                warnings.push(format!(
+                    "ipam.sticky.kinds[{i}] {k:?}: only StatefulSet Pods get a claim from netendpoint; other workloads (VMs) keep their address through their own IPAMClaim"
+                ));
             }
         }
         let sticky_for =
@@ -237,7 +252,8 @@ struct RawRange {
 }
 
 impl IpamConfig {
-    /// Validates the `ipam` object of network `network`.
+    /// Validates the `ipam` object of network `network`: the whole section
+    /// or an [`Error::InvalidConfig`] naming the first field at fault.
     pub fn parse(ipam: &Value, network: &str) -> Result<Self> {
         let raw: RawIpam = serde_json::from_value(ipam.clone()).map_err(|e| Error::config("ipam", &e.to_string()))?;
         let range_sets = parse_range_sets(&raw)?;
@@ -261,32 +277,37 @@ impl IpamConfig {
                 return Err(Error::config("ipam.crossNode", &format!("{other:?} is not \"plugin\" or \"controller\"")));
             }
         };
-        let sticky = raw.sticky.as_ref().map(|v| StickyConfig::parse(v, wait_for_release, max_wait)).transpose()?;
-        if raw.vanished_node_grace.is_some() {
-            tracing::warn!(
-                "ipam.vanishedNodeGrace is ignored: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)"
+        let mut warnings = Vec::new();
+        let sticky = raw
+            .sticky
+            .as_ref()
+            .map(|v| StickyConfig::parse(v, wait_for_release, max_wait, &mut warnings))
+            .transpose()?;
+        let force_release_after = bounded(
+            "ipam.forceReleaseAfter",
+            raw.force_release_after.as_deref(),
+            DEFAULT_FORCE_RELEASE_AFTER,
+            MAX_BOUND,
+        )?;
+        // Accepted, and validated as ever (a bad value is still bad config),
+        // but nothing reads it: the controller's --vanished-node-grace acts.
+        if let Some(v) = raw.vanished_node_grace.as_deref() {
+            bounded("ipam.vanishedNodeGrace", Some(v), Duration::ZERO, MAX_BOUND)?;
+            warnings.push(
+                "ipam.vanishedNodeGrace has no effect in the plugin: netendpoint-controller reclaims the leases of vanished nodes (--vanished-node-grace)"
+                    .to_string(),
             );
         }
         Ok(Self {
+            warnings,
             sticky,
             pool,
             network: network.to_string(),
             range_sets,
             routes,
-            force_release_after: bounded(
-                "ipam.forceReleaseAfter",
-                raw.force_release_after.as_deref(),
-                DEFAULT_FORCE_RELEASE_AFTER,
-                MAX_BOUND,
-            )?,
+            force_release_after,
             wait_for_release,
             timeout,
-            vanished_node_grace: bounded(
-                "ipam.vanishedNodeGrace",
-                raw.vanished_node_grace.as_deref(),
-                DEFAULT_VANISHED_NODE_GRACE,
-                MAX_BOUND,
-            )?,
             gc_grace: bounded("ipam.gcGrace", raw.gc_grace.as_deref(), DEFAULT_GC_GRACE, MAX_BOUND)?,
             kubeconfig: raw.kubeconfig.unwrap_or_else(|| DEFAULT_KUBECONFIG.into()),
             node_name: raw.node_name,
@@ -481,114 +502,12 @@ fn is_qualified_finalizer(f: &str) -> bool {
     }
 }
 
-/// Re-exported: the one duration grammar (`500ms`, `30s`, `5m`, `1h30m`).
-pub use netendpoint_crd::duration::parse as parse_duration;
-
-/// Every netendpoint `ipam` section of a network config (a `.conf` or a
-/// `.conflist`), validated as the plugin validates it.
-pub fn ipam_sections(conf: &Value) -> Vec<Result<IpamConfig>> {
-    let network = conf.get("name").and_then(|n| n.as_str()).unwrap_or_default();
-    let sections: Vec<&Value> = match conf.get("plugins").and_then(|p| p.as_array()) {
-        Some(list) => list.iter().collect(),
-        None => vec![conf],
-    };
-    sections
-        .into_iter()
-        .filter_map(|p| p.get("ipam"))
-        .filter(|ipam| ipam.get("type").and_then(|t| t.as_str()) == Some("netendpoint"))
-        .map(|ipam| IpamConfig::parse(ipam, network))
-        .collect()
-}
-
-/// The netendpoint networks of a set of network config files (name,
-/// text), and a note for each file or section that does not validate.
-pub fn networks_in_files<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> (Vec<IpamConfig>, Vec<String>) {
-    let mut out = Vec::new();
-    let mut problems = Vec::new();
-    for (name, text) in files {
-        let conf = match serde_json::from_str::<Value>(text) {
-            Ok(c) => c,
-            Err(e) => {
-                problems.push(format!("{name}: not JSON ({e}); no capacity from it"));
-                continue;
-            }
-        };
-        for section in ipam_sections(&conf) {
-            match section {
-                Ok(c) => out.push(c),
-                Err(e) => problems.push(format!("{name}: invalid ipam section ({e}); no capacity from it")),
-            }
-        }
-    }
-    (out, problems)
-}
-
-impl IpamConfig {
-    /// The pool's usable addresses per IP family.
-    pub fn capacity(&self) -> Capacity {
-        let mut cap = Capacity::default();
-        for set in &self.range_sets {
-            let n = set.capacity();
-            match set.ranges.first().map(|r| r.start.is_ipv4()) {
-                Some(true) => cap.v4 = cap.v4.saturating_add(n),
-                Some(false) => cap.v6 = cap.v6.saturating_add(n),
-                None => {}
-            }
-        }
-        cap
-    }
-
-    /// What the admission policy reads of this pool (ConfigMap
-    /// `netendpoint-pools`): the CIDRs that cover its ranges, and, each
-    /// prefixed `!`, the gateways and the exclusions inside them.
-    pub fn admission_cidrs(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for set in &self.range_sets {
-            for r in &set.ranges {
-                out.extend(cover(r.start, r.end).into_iter().map(|n| n.to_string()));
-                if let Some(g) = r.gateway.filter(|g| r.contains(*g)) {
-                    out.push(format!("!{}", IpNet::from(g)));
-                }
-            }
-            for x in &set.exclude {
-                if set
-                    .ranges
-                    .iter()
-                    .any(|r| x.contains(&r.start) || r.contains(x.network()) || r.contains(x.broadcast()))
-                {
-                    out.push(format!("!{x}"));
-                }
-            }
-        }
-        out.dedup();
-        out
-    }
-}
-
-/// The fewest CIDRs that cover exactly `start..=end`.
-fn cover(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
-    match (start, end) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => ipnet::Ipv4Subnets::new(a, b, 0).map(IpNet::V4).collect(),
-        (IpAddr::V6(a), IpAddr::V6(b)) => ipnet::Ipv6Subnets::new(a, b, 0).map(IpNet::V6).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Capacities by pool of a set of network config files, and a note for
-/// each file or section that does not validate.
-pub fn capacities_in_files<'a>(
-    files: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> (std::collections::HashMap<String, Capacity>, Vec<String>) {
-    let (networks, problems) = networks_in_files(files);
-    (networks.iter().map(|c| (c.pool.clone(), c.capacity())).collect(), problems)
-}
-
 /// Reads the duration field `field`: `default` when absent, a code 7 error
 /// when it does not parse or exceeds `max`. Capping every duration here is
 /// what keeps all later time arithmetic in range.
-pub(crate) fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
+fn bounded(field: &str, s: Option<&str>, default: Duration, max: Duration) -> Result<Duration> {
     let Some(v) = s else { return Ok(default) };
-    let d = parse_duration(v)
+    let d = duration::parse(v)
         .ok_or_else(|| Error::config(field, &format!("{v:?} is not a duration such as \"30s\", \"5m\" or \"1h\"")))?;
     if d > max {
         return Err(Error::config(field, &format!("{v:?} is longer than the maximum {}", duration::format(max))));
@@ -601,34 +520,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn capacities_come_per_pool_from_conflists_and_confs_and_bad_files_are_named() {
-        let conflist = json!({"cniVersion": "1.1.0", "name": "podnet", "plugins": [
-            {"type": "bridge", "ipam": {"type": "netendpoint", "pool": "pods",
-                "ranges": [[{"subnet": "10.0.0.0/29", "rangeStart": "10.0.0.2", "rangeEnd": "10.0.0.6"}]]}},
-            {"type": "portmap"}]});
-        let conf = json!({"cniVersion": "1.1.0", "name": "v6", "type": "macvlan",
-            "ipam": {"type": "netendpoint", "ranges": [[{"subnet": "fd00::/120"}]]}});
-        let other = json!({"name": "x", "type": "bridge", "ipam": {"type": "host-local"}});
-        let invalid = json!({"name": "bad", "ipam": {"type": "netendpoint", "ranges": []}});
-        let texts = [conflist.to_string(), conf.to_string(), other.to_string(), invalid.to_string(), "{".to_string()];
-        let names = ["a.conflist", "b.conf", "c.conf", "d.conf", "e.conf"];
-        let (caps, problems) = capacities_in_files(names.iter().copied().zip(texts.iter().map(String::as_str)));
-        assert_eq!(caps.len(), 2, "{caps:?}");
-        assert_eq!(caps["pods"], Capacity { v4: 5, v6: 0 });
-        assert!(caps["v6"].v6 > 200 && caps["v6"].v4 == 0, "{caps:?}");
-        assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].starts_with("d.conf: invalid ipam section"), "{problems:?}");
-        assert!(problems[1].starts_with("e.conf: not JSON"), "{problems:?}");
-    }
-
     fn parse(v: Value) -> Result<IpamConfig> {
         IpamConfig::parse(&v, "mynet")
     }
 
     fn err_of(v: Value) -> String {
         let e = parse(v).unwrap_err();
-        assert_eq!(e.code(), 7, "{e}");
+        assert!(matches!(e, Error::InvalidConfig { .. }), "{e:?}");
         e.to_string()
     }
 
@@ -739,5 +637,50 @@ mod tests {
         let ok = parse(base()).unwrap();
         assert_eq!((ok.timeout, ok.wait_for_release), (DEFAULT_TIMEOUT, DEFAULT_WAIT_FOR_RELEASE));
         assert_eq!(ok.network, "mynet");
+    }
+
+    fn sticky(v: Value) -> Result<StickyConfig> {
+        StickyConfig::parse(&v, Duration::from_secs(10), Duration::from_secs(50), &mut Vec::new())
+    }
+
+    #[test]
+    fn sticky_defaults_and_errors_name_the_field() {
+        let c = sticky(json!({})).unwrap();
+        assert!(c.stateful_sets && !c.claims_from_pods);
+        assert_eq!((c.sticky_for, c.wait_for_old), (Duration::from_secs(3600), Duration::from_secs(10)));
+        let c =
+            sticky(json!({"kinds": ["VirtualMachineInstance"], "claimsFromPods": true, "stickyFor": "5m"})).unwrap();
+        assert!(!c.stateful_sets && c.claims_from_pods);
+        for (bad, field) in [
+            (json!({"kinds": ["apps/StatefulSet"]}), "ipam.sticky.kinds[0]"),
+            (json!({"stickyFor": "forever"}), "ipam.sticky.stickyFor"),
+            (json!({"stickyFor": "800h"}), "ipam.sticky.stickyFor"),
+            (json!({"waitForOld": "55s"}), "ipam.sticky.waitForOld"),
+            (json!({"waitFor": "5s"}), "ipam.sticky"),
+            (json!("on"), "ipam.sticky"),
+        ] {
+            let e = sticky(bad.clone()).unwrap_err();
+            assert!(matches!(e, Error::InvalidConfig { .. }), "{bad}: {e:?}");
+            assert!(e.to_string().contains(field), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn keys_without_effect_are_accepted_with_a_warning_and_still_validated() {
+        let base = json!({"ranges": [[{"subnet": "10.0.0.0/24"}]]});
+        assert_eq!(parse(base.clone()).unwrap().warnings, Vec::<String>::new());
+        let mut c = base.clone();
+        c["vanishedNodeGrace"] = json!("10m");
+        let warnings = parse(c).unwrap().warnings;
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("ipam.vanishedNodeGrace") && warnings[0].contains("--vanished-node-grace"));
+        let mut c = base.clone();
+        c["vanishedNodeGrace"] = json!("soon");
+        assert!(err_of(c).contains("ipam.vanishedNodeGrace"), "a bad value is still bad config");
+        let mut c = base;
+        c["sticky"] = json!({"kinds": ["StatefulSet", "VirtualMachineInstance"]});
+        let warnings = parse(c).unwrap().warnings;
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("ipam.sticky.kinds[1]"), "{warnings:?}");
     }
 }
