@@ -560,7 +560,7 @@ async fn wait_for_release<S: Store>(
     warn!(pool = %c.conf.pool, in_use = ex.in_use, releasing = ex.releasing,
         wait_for_release_ms = c.conf.wait_for_release.as_millis() as u64, "pool full: waiting for a release");
     // A queue only a controller serves: one that summarises this pool.
-    let mut entry = if s.summaries { crate::queue::join(c, crate::queue::family_of(s.set), wait).await } else { None };
+    let mut entry = if s.summaries { crate::queue::join(c, s.set.family(), wait).await } else { None };
     let (container, if_name) = (&c.who.key.container_id, &c.who.key.if_name);
     if entry.is_some() {
         // A DEL after this ADD was killed finds the entry here.

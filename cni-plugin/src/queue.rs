@@ -55,11 +55,6 @@ impl Entry {
     }
 }
 
-/// The family of the addresses of `set`.
-pub fn family_of(set: &RangeSet) -> IpFamily {
-    set.ranges.first().map_or(IpFamily::IPv4, |r| IpFamily::of(r.start))
-}
-
 /// The entry this ADD would create in `slot`, waiting until `wait` ends.
 fn entry_object<S: Leases>(
     c: &Claiming<'_, S>,

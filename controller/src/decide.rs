@@ -560,7 +560,7 @@ impl Pass<'_> {
             .chain(self.world.holds.iter().filter(|h| h.pool == pool).map(|h| h.ip))
             .collect();
         sets.iter()
-            .filter(|s| s.ranges.first().is_some_and(|r| IpFamily::of(r.start) == family))
+            .filter(|s| s.family() == family)
             .flat_map(|s| s.candidates(None))
             .filter(|ip| !taken.contains(ip))
             .take(n)

@@ -72,6 +72,11 @@ pub struct RangeSet {
 }
 
 impl RangeSet {
+    /// The family of the set's addresses (one family per set; IPv4 for a set without ranges).
+    pub fn family(&self) -> netendpoint_crd::IpFamily {
+        self.ranges.first().map_or(netendpoint_crd::IpFamily::IPv4, |r| netendpoint_crd::IpFamily::of(r.start))
+    }
+
     /// True if `ip` may be handed out: inside a range, not a gateway, not excluded.
     pub fn is_usable(&self, ip: IpAddr) -> bool {
         self.ranges.iter().any(|r| r.contains(ip) && r.gateway != Some(ip))

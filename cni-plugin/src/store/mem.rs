@@ -254,7 +254,7 @@ impl MemStore {
         use netendpoint_lease::queue::{Supply, arrival_of, assign};
         let mut st = self.state.lock().unwrap();
         let now = self.now();
-        let family = crate::queue::family_of(set);
+        let family = set.family();
         let mut waiting: Vec<NetworkEndpointNeed> = st
             .entries
             .values()
