@@ -559,6 +559,14 @@ async fn wait_for_release<S: Store>(
     let ex = exhaustion(c, s, &[], wait);
     warn!(pool = %c.conf.pool, in_use = ex.in_use, releasing = ex.releasing,
         wait_for_release_ms = c.conf.wait_for_release.as_millis() as u64, "pool full: waiting for a release");
+    // With `crossNode: plugin`, a release past its bound is forced at once
+    // (the last resort while younger ones may still come in time).
+    if c.conf.cross_node == CrossNode::Plugin {
+        let read = read_releases(c, s).await;
+        if let Some(ep) = force_stuck(c, &read, make, wait).await? {
+            return Ok(ep);
+        }
+    }
     // A queue only a controller serves: one that summarises this pool.
     let mut entry = if s.summaries { crate::queue::join(c, s.set.family(), wait).await } else { None };
     let (container, if_name) = (&c.who.key.container_id, &c.who.key.if_name);

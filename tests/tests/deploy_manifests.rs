@@ -164,12 +164,18 @@ fn service_accounts_have_least_privilege() {
         assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, nep]), "plugin must {verb} NetworkEndpoints");
     }
     assert!(can_i(CNI_SERVICE_ACCOUNT, &["patch", nep, "--subresource=status"]), "plugin asks holds for incarnations");
-    for verb in ["create", "patch", "delete"] {
+    // Its own queue entry: created, read and watched by name, deleted (patch:
+    // the one need per node of plugins older than the queue).
+    for verb in ["create", "get", "watch", "patch", "delete"] {
         assert!(
             can_i(CNI_SERVICE_ACCOUNT, &[verb, "networkendpointneeds.netendpoint.dev"]),
             "plugin must {verb} needs"
         );
     }
+    assert!(
+        !can_i(CNI_SERVICE_ACCOUNT, &["patch", "networkendpointneeds.netendpoint.dev", "--subresource=status"]),
+        "only the controller writes where an entry stands in the queue"
+    );
     for res in ["networkendpointpools.netendpoint.dev", "networkendpointshards.netendpoint.dev"] {
         for verb in ["get", "watch"] {
             assert!(can_i(CNI_SERVICE_ACCOUNT, &[verb, res]), "plugin must {verb} {res}");
@@ -186,14 +192,13 @@ fn service_accounts_have_least_privilege() {
     }
     // Pods only through deploy/optional/rbac-cni-pod-reader.yaml; no Node
     // list (the controller reclaims vanished nodes' leases); Events only
-    // through events.k8s.io; needs are never read back.
+    // through events.k8s.io; queue entries are read by name only, never listed.
     for (verb, res) in [
         ("get", "pods"),
         ("list", "pods"),
         ("watch", "pods"),
         ("list", "nodes"),
         ("create", "events"),
-        ("get", "networkendpointneeds.netendpoint.dev"),
         ("list", "networkendpointneeds.netendpoint.dev"),
     ] {
         assert!(!can_i(CNI_SERVICE_ACCOUNT, &[verb, res, "-n", "default"]), "plugin must not {verb} {res}");
