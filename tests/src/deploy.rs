@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::env::repo_root;
-use crate::fixtures::lease;
+use crate::fixtures::{NeedFixture, lease};
 use crate::identities::CNI_SERVICE_ACCOUNT;
 use crate::kubectl::{kubectl, kubectl_input};
 use crate::scratch::{unique, unique_prefix};
@@ -86,12 +86,8 @@ fn wait_for_admission_policies() {
         }
         serde_json::to_string(&ep).unwrap()
     };
-    let need = serde_json::json!({
-        "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointNeed",
-        "metadata": {"name": format!("{PROBE_POOL}.probe")},
-        "spec": {"pool": PROBE_POOL, "node": "probe", "pod": {"namespace": "default", "name": "p"}, "waitSeconds": 1},
-    })
-    .to_string();
+    let need = NeedFixture::new(PROBE_POOL, "probe").pod("default", "p", "").wait_seconds(1).build();
+    let need = serde_json::to_string(&need).unwrap();
     let sa = |name: &str| format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{name}");
     let masters = ["--as-group", "system:masters"];
     let prober = ["--as", "policy-probe", "--as-group", PROBE_GROUP];

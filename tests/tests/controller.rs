@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease as CoordLease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use netendpoint_crd::{LABEL_POD_UID, LABEL_POOL, NetworkEndpoint, label_value};
+use netendpoint_crd::{LABEL_POOL, NetworkEndpoint, label_value};
 use netendpoint_tests::*;
 
 const FIN: &str = "test.example/stuck-agent";
@@ -42,23 +42,6 @@ async fn events_about(name: &str, reason: &str) -> Vec<(String, String, String)>
             )
         })
         .collect()
-}
-
-fn with_pod_uid(mut ep: NetworkEndpoint, uid: &str) -> NetworkEndpoint {
-    ep.metadata.labels.get_or_insert_default().insert(LABEL_POD_UID.into(), uid.into());
-    if let Some(p) = ep.spec.pod.as_mut() {
-        p.uid = uid.into();
-    }
-    ep
-}
-
-fn with_bound(mut ep: NetworkEndpoint, bound: &str) -> NetworkEndpoint {
-    ep.metadata
-        .annotations
-        .get_or_insert_default()
-        .insert(netendpoint_crd::ANNOTATION_FORCE_RELEASE_AFTER.into(), bound.into());
-    ep.spec.force_release_after = Some(bound.into());
-    ep
 }
 
 #[tokio::test]
@@ -145,28 +128,16 @@ async fn pod_gone_cleanup_respects_its_grace_and_off_switch_and_spares_living_po
     let off_pool = unique("ctl-gc-off");
     let node = unique("gc-node");
     ensure_node(&node);
-    // The test server runs no controller-manager: the ServiceAccount admission needs `default`.
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client().await, "default");
-    let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = sas.create(&PostParams::default(), &sa).await;
     let pods: Api<Pod> = Api::namespaced(client().await, "default");
     let pod_name = unique("ctl-pod");
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
-        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "c", "image": "example.invalid/none"}]}
-    }))
-    .unwrap();
-    let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pod = PodFixture::new(&pod_name).create().await;
     let live_uid = pod.metadata.uid.clone().unwrap();
-    let living =
-        create(with_pod_uid(lease(&pool, "10.79.0.1", "c1", &node, &[]), &live_uid)).await.metadata.name.unwrap();
-    let leaked =
-        create(with_pod_uid(lease(&pool, "10.79.0.2", "c2", &node, &[]), "0000-gone-1")).await.metadata.name.unwrap();
-    let spared = create(with_pod_uid(lease(&off_pool, "10.79.0.3", "c3", &node, &[]), "0000-gone-2"))
-        .await
-        .metadata
-        .name
-        .unwrap();
+    let of_pod = |pool: &str, ip: &str, container: &str, uid: &str| {
+        LeaseFixture::new(pool, ip).container(container).node(&node).pod_uid(uid).create()
+    };
+    let living = of_pod(&pool, "10.79.0.1", "c1", &live_uid).await.metadata.name.unwrap();
+    let leaked = of_pod(&pool, "10.79.0.2", "c2", "0000-gone-1").await.metadata.name.unwrap();
+    let spared = of_pod(&off_pool, "10.79.0.3", "c3", "0000-gone-2").await.metadata.name.unwrap();
 
     let started = Instant::now();
     let on = ControllerProc::start(&unique("ctl-gc"), &unique("ctl-gc"), &[&pool], &["--pod-gone-grace", "3s"]);
@@ -195,8 +166,8 @@ async fn full_pool_with_one_release(pool: &str, net: &str, bound: &str) -> (Vec<
     let mut names = Vec::new();
     for host in 1..=6 {
         let ip = format!("{net}.{host}");
-        let ep = with_bound(lease(pool, &ip, &format!("held-{host}"), node, &[FIN]), bound);
-        names.push(create(ep).await.metadata.name.unwrap());
+        let ep = LeaseFixture::new(pool, &ip).container(&format!("held-{host}")).node(node).finalizers(&[FIN]);
+        names.push(ep.force_release_after(bound).create().await.metadata.name.unwrap());
     }
     let victim = names[2].clone();
     let api = endpoints().await;

@@ -492,11 +492,7 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "kube-system");
     assert_forbidden("plugin lists Secrets", secrets.list(&ListParams::default()).await);
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
-    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
-        "metadata": {"name": "rbac-probe"},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }))
-    .unwrap();
+    let pod = h::PodFixture::new("rbac-probe").build();
     assert_forbidden("plugin creates a Pod", pods.create(&PostParams::default(), &pod).await);
     let out = h::kubectl_with(&kc, &["get", "secrets", "-n", DEPLOY_NAMESPACE]);
     assert!(!out.status.success() && stderr(&out).contains("Forbidden"), "{}", stderr(&out));

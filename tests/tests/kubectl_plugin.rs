@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
-use netendpoint_crd::{NetworkEndpoint, PodRef, endpoint_name};
+use netendpoint_crd::{NetworkEndpoint, endpoint_name};
 use netendpoint_tests::*;
 
 const FIN_A: &str = "a.example/route-agent";
@@ -48,11 +48,8 @@ fn json(o: &Output) -> serde_json::Value {
 
 /// A lease of `ip` held by pod `default/<pod>`, labelled as the plugin labels it.
 async fn hold(pool: &str, ip: &str, pod: &str, finalizers: &[&str]) -> NetworkEndpoint {
-    let mut ep = lease(pool, ip, &format!("ctr-{pod}"), "kp-node", finalizers);
-    ep.spec.pod = Some(PodRef { namespace: "default".into(), name: pod.into(), uid: format!("uid-{pod}") });
-    // Every label mirrors the spec (admission refuses anything else once deploy/ is applied).
-    ep.metadata.labels = Some(netendpoint_lease::labels::of(&ep.spec));
-    endpoints().await.create(&PostParams::default(), &ep).await.unwrap()
+    let ep = LeaseFixture::new(pool, ip).container(&format!("ctr-{pod}")).node("kp-node").finalizers(finalizers);
+    ep.pod("default", pod, &format!("uid-{pod}")).create().await
 }
 
 async fn release(name: &str) {

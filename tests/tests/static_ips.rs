@@ -9,8 +9,7 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
 use netendpoint_crd::{NetworkEndpoint, endpoint_name};
 use netendpoint_tests::{self as h, NetDir, Netns, invoke, ipam};
 use serde_json::{Value, json};
@@ -275,22 +274,9 @@ async fn dual_stack_takes_one_address_per_family_and_the_allocator_serves_a_fami
     assert!(h::pool_endpoints(&pool).await.is_empty());
 }
 
-/// Creates Pod `name` in `default` with `annotations` (the test server runs
-/// no controller-manager, so the ServiceAccount admission needs `default`).
+/// Creates Pod `name` in `default` with `annotations`.
 async fn create_pod(name: &str, annotations: Value) -> Pod {
-    let client = h::client().await;
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-    let _ = sas
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap())
-        .await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "c", "image": "example.invalid/none"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap()
+    h::PodFixture::new(name).meta(json!({"annotations": annotations})).create().await
 }
 
 fn pod_args(pod: &Pod) -> String {

@@ -111,33 +111,14 @@ async fn statefulset(name: &str, replicas: i32) -> StatefulSet {
         }
     }))
     .unwrap();
-    ensure_default_service_account().await;
+    h::ensure_default_service_account().await;
     Api::<StatefulSet>::namespaced(h::client().await, NS).create(&PostParams::default(), &sts).await.unwrap()
-}
-
-/// The test server runs no controller-manager: the ServiceAccount admission needs `default`.
-async fn ensure_default_service_account() {
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(h::client().await, NS);
-    let sa = serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = sas.create(&PostParams::default(), &sa).await;
 }
 
 /// Creates Pod `name` bound to `node`, with `meta` merged into its
 /// metadata; returns its UID.
 async fn make_pod(name: &str, node: &str, meta: Value) -> String {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                 "containers": [{"name": "c", "image": "example.invalid/c"}]}
-    });
-    for (k, v) in meta.as_object().unwrap() {
-        pod["metadata"][k] = v.clone();
-    }
-    ensure_default_service_account().await;
-    let pod: Pod = serde_json::from_value(pod).unwrap();
-    let pods = Api::<Pod>::namespaced(h::client().await, NS);
-    pods.create(&PostParams::default(), &pod).await.unwrap().metadata.uid.unwrap()
+    h::PodFixture::new(name).node(node).meta(meta).create().await.metadata.uid.unwrap()
 }
 
 /// Creates Pod `<sts>-<ordinal>` owned by `sts` (as its controller) and
@@ -525,12 +506,9 @@ async fn a_decoy_hold_blocks_nothing() {
     let net = StickyNet::start(sticky_conf(&pool, range, &node, &[], json!({"waitForRelease": "30s"}))).await;
     let name = endpoint_name(&pool, "10.96.0.10".parse().unwrap());
     let plant = || async {
-        let mut decoy = h::lease(&pool, "10.96.0.10", &h::unique("decoy"), &node, &[]);
-        decoy.spec.role = Some(netendpoint_crd::Role::Hold);
         let claim = netendpoint_crd::ClaimRef { namespace: NS.into(), name: "no-such-claim".into(), uid: "u".into() };
-        decoy.spec.claim = Some(claim);
-        decoy.metadata.labels.get_or_insert_default().extend(netendpoint_lease::labels::of(&decoy.spec));
-        h::endpoints().await.create(&PostParams::default(), &decoy).await.unwrap();
+        let decoy = h::LeaseFixture::new(&pool, "10.96.0.10").container(&h::unique("decoy")).node(&node);
+        decoy.hold(claim).create().await;
         Instant::now()
     };
 
