@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::env::{built_bin, kubeconfig};
 use crate::leases::pool_state;
+use crate::probes::http_get;
 use crate::scratch::unique;
 
 /// The `watcher-example` agent binary (built by `cargo build --workspace --bins`).
@@ -139,15 +140,7 @@ impl AgentProc {
 
     /// `GET path` → (status, body), or `None` if the agent does not answer.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: agent\r\n\r\n").as_bytes()).ok()?;
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).ok()?;
-        let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-        let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        Some((code, body))
+        http_get(&format!("127.0.0.1:{}", self.port), path)
     }
 
     /// The agent's table, IP → UID (from `/rules`).

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::env::{built_bin, kubeconfig};
+use crate::env::{built_bin, client, kubeconfig};
+use crate::probes::http_get;
 use crate::wait::wait_for;
 
 /// One `netendpoint-controller` process, scoped to its own pools (`--selector`)
@@ -57,13 +58,7 @@ impl ControllerProc {
 
     /// `GET path` on its metrics server.
     pub fn get(&self, path: &str) -> Option<String> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: c\r\n\r\n").as_bytes()).ok()?;
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).ok()?;
-        buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+        http_get(&format!("127.0.0.1:{}", self.port), path).map(|(_, body)| body)
     }
 
     /// The value of the metric line starting with `series` (name and labels).
@@ -124,4 +119,20 @@ impl Drop for ControllerProc {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Waits (up to 30 s) until a controller published the summary of `pool`
+/// (a NetworkEndpointPool whose status has the summary ADDs read).
+pub async fn wait_for_summary(pool: &str) {
+    let pools: kube::Api<netendpoint_crd::NetworkEndpointPool> = kube::Api::all(client().await);
+    wait_for("the pool summary", Duration::from_secs(30), || async {
+        pools
+            .get_opt(pool)
+            .await
+            .unwrap()
+            .and_then(|p| p.status)
+            .and_then(|s| s.summary)
+            .is_some_and(|s| !s.runs.is_empty())
+    })
+    .await;
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::env::repo_root;
 use crate::fixtures::{NeedFixture, lease};
-use crate::identities::CNI_SERVICE_ACCOUNT;
+use crate::identities::{CNI_SERVICE_ACCOUNT, service_account_user};
 use crate::kubectl::{kubectl, kubectl_input};
 use crate::scratch::{unique, unique_prefix};
 
@@ -38,7 +38,7 @@ pub fn apply_deploy() {
         let agents = dir.join("agents.yaml");
         let out = kubectl(&["apply", "-f", agents.to_str().unwrap()]);
         assert!(out.status.success(), "apply deploy/agents.yaml: {}", String::from_utf8_lossy(&out.stderr));
-        let sa = format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{CNI_SERVICE_ACCOUNT}");
+        let sa = service_account_user(DEPLOY_NAMESPACE, CNI_SERVICE_ACCOUNT);
         for _ in 0..100 {
             let out = kubectl(&["auth", "can-i", "create", "networkendpoints.netendpoint.dev", "--as", &sa]);
             if out.status.success() {
@@ -88,7 +88,7 @@ fn wait_for_admission_policies() {
     };
     let need = NeedFixture::new(PROBE_POOL, "probe").pod("default", "p", "").wait_seconds(1).build();
     let need = serde_json::to_string(&need).unwrap();
-    let sa = |name: &str| format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{name}");
+    let sa = |name: &str| service_account_user(DEPLOY_NAMESPACE, name);
     let masters = ["--as-group", "system:masters"];
     let prober = ["--as", "policy-probe", "--as-group", PROBE_GROUP];
     let probes: Vec<(&str, Vec<String>, String)> = vec![

@@ -16,6 +16,11 @@ pub const INSTALLER_SERVICE_ACCOUNT: &str = "netendpoint-installer";
 /// ServiceAccount of the watcher-example agent.
 pub const WATCHER_SERVICE_ACCOUNT: &str = "netendpoint-watcher-example";
 
+/// The user name the API server gives ServiceAccount `ns/name`.
+pub fn service_account_user(ns: &str, name: &str) -> String {
+    format!("system:serviceaccount:{ns}:{name}")
+}
+
 /// Mints a token for ServiceAccount `ns/name` with the TokenRequest API and
 /// writes a kubeconfig using it to `out`; with `token_out`, also the bare token.
 pub fn sa_kubeconfig(ns: &str, name: &str, out: &Path, token_out: Option<&Path>) {

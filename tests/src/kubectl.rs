@@ -35,6 +35,16 @@ pub fn kubectl_input(args: &[&str], input: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// The standard output of a finished process, as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The standard error of a finished process, as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The cell of column `column` in row `row` (0 = the first row after the
 /// header) of a `kubectl get` table: by the header's column offsets, since
 /// empty cells make whitespace splitting shift.

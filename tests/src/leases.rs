@@ -27,6 +27,34 @@ pub async fn pool_endpoints(pool: &str) -> Vec<NetworkEndpoint> {
         .items
 }
 
+/// The lease of `ip` (an address, written any way) in `pool`, if it exists.
+pub async fn lease_at(pool: &str, ip: impl std::fmt::Display) -> Option<NetworkEndpoint> {
+    let name = netendpoint_crd::endpoint_name(pool, ip.to_string().parse().unwrap());
+    endpoints().await.get_opt(&name).await.unwrap()
+}
+
+/// True while the lease named `name` exists (releasing or not).
+pub async fn lease_exists(name: &str) -> bool {
+    endpoints().await.get_opt(name).await.unwrap().is_some()
+}
+
+/// True once the lease named `name` no longer exists.
+pub async fn lease_gone(name: &str) -> bool {
+    !lease_exists(name).await
+}
+
+/// Polls every 20 ms, for up to `limit`, until the lease named `name` is
+/// gone; returns whether it is. A caller that requires it asserts so.
+pub async fn wait_gone(name: &str, limit: Duration) -> bool {
+    for _ in 0..limit.as_millis() / 20 {
+        if lease_gone(name).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    lease_gone(name).await
+}
+
 /// The endpoints of `pool`, IP → (UID, releasing).
 pub async fn pool_state(pool: &str) -> BTreeMap<String, (String, bool)> {
     pool_endpoints(pool)

@@ -90,3 +90,26 @@ impl Drop for NetDir {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A Linux bridge that the bridge plugin creates on first use, deleted on
+/// drop.
+pub struct Bridge {
+    /// Its interface name: `tag` then a unique suffix, 15 characters at most.
+    pub name: String,
+}
+
+impl Bridge {
+    /// A name no other bridge has, starting with `tag` (at most 4 characters).
+    pub fn new(tag: &str) -> Self {
+        // Interface names are limited to 15 characters.
+        let n = unique(tag);
+        let short: String = n.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+        Self { name: format!("{tag}{}", &short[short.len().saturating_sub(11)..]) }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.name]).output();
+    }
+}

@@ -81,6 +81,21 @@ pub fn first_ip(result: &serde_json::Value) -> std::net::IpAddr {
     result["ips"][0]["address"].as_str().unwrap().split('/').next().unwrap().parse().unwrap()
 }
 
+/// Address `i` of a CNI result; panics, showing the result, if it has none.
+pub fn ip_of(result: &serde_json::Value, i: usize) -> std::net::IpAddr {
+    let addr = result["ips"][i]["address"].as_str().unwrap_or_else(|| panic!("no ips[{i}] in {result}"));
+    addr.split('/').next().unwrap().parse().unwrap()
+}
+
+/// The API requests of each ADD, in order, from a plugin log written at
+/// level `info` or finer (the plugin's own tally, one line per ADD).
+pub fn requests_per_add(log: &str) -> Vec<u32> {
+    log.lines()
+        .filter(|l| l.contains("API requests of this ADD"))
+        .filter_map(|l| l.split("requests=").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
 /// The outcome of [`cni_add_retrying`].
 #[derive(Clone, Debug)]
 pub struct Added {
