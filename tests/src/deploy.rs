@@ -7,12 +7,9 @@ use std::time::Duration;
 
 use crate::env::repo_root;
 use crate::fixtures::{NeedFixture, lease};
-use crate::identities::{CNI_SERVICE_ACCOUNT, service_account_user};
+use crate::identities::{CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, service_account_user};
 use crate::kubectl::{kubectl, kubectl_input};
 use crate::scratch::{unique, unique_prefix};
-
-/// Namespace of the manifests in deploy/.
-pub const DEPLOY_NAMESPACE: &str = "netendpoint-system";
 
 /// The manifests [`apply_deploy`] applies: deploy/, or the directory in
 /// `NETENDPOINT_DEPLOY_DIR` (the `policy-mutants` tool points it at a copy

@@ -1,11 +1,12 @@
 //! Objects the tests write directly, as builders: leases and holds as the
-//! plugin writes them, Pods that no kubelet runs, a waiting ADD's need,
-//! and the Nodes every one of them names.
+//! plugin writes them, Pods that no kubelet runs, a waiting ADD's need, an
+//! incarnation request, and the Nodes every one of them names.
 
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
 use netendpoint_crd::{
-    ClaimRef, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointSpec, PodRef, Role,
+    ClaimRef, IncarnationRequest, NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedSpec, NetworkEndpointSpec,
+    PodRef, Role,
 };
 
 use crate::env::client;
@@ -129,6 +130,25 @@ impl LeaseFixture {
 /// on `node` holding `finalizers`.
 pub fn lease(pool: &str, ip: &str, container: &str, node: &str, finalizers: &[&str]) -> NetworkEndpoint {
     LeaseFixture::new(pool, ip).container(container).node(node).finalizers(finalizers).build()
+}
+
+/// Incarnation `k` of `hold` for a sandbox on `node`, as the controller
+/// creates it (`netendpoint_lease::hold::incarnation_object`).
+pub fn incarnation(hold: &NetworkEndpoint, k: u32, node: &str) -> NetworkEndpoint {
+    netendpoint_lease::hold::incarnation_object(hold, &incarnation_request(k, node)).unwrap()
+}
+
+/// A request for incarnation `k` by a new sandbox (a unique container ID)
+/// on `node`, for a new Pod `default/web-0` (a unique UID).
+pub fn incarnation_request(k: u32, node: &str) -> IncarnationRequest {
+    IncarnationRequest {
+        incarnation: k,
+        node: node.into(),
+        container_id: unique("ctr"),
+        if_name: "eth0".into(),
+        pod: PodRef { namespace: "default".into(), name: "web-0".into(), uid: unique("pod-uid") },
+        accepted: false,
+    }
 }
 
 /// The NetworkEndpointNeed a waiting ADD raises, for a test to write.

@@ -6,8 +6,9 @@
 //! `tests/bin/cni`. Nothing is mocked. Tests isolate themselves by using a
 //! unique pool (and so unique object names) and their own network namespaces.
 //!
-//! One module per concern; everything is also re-exported here, so a test
-//! names `netendpoint_tests::cleanup_pool` as readily as
+//! One module per concern; everything but the trust tests' own fixtures
+//! ([`trust`]) is also re-exported here, so a test names
+//! `netendpoint_tests::cleanup_pool` as readily as
 //! `netendpoint_tests::leases::cleanup_pool`.
 
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
@@ -27,6 +28,7 @@ pub mod plugin;
 pub mod probes;
 pub mod scratch;
 pub mod server_metrics;
+pub mod trust;
 pub mod wait;
 pub mod watch;
 
