@@ -11,54 +11,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease as CoordLease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use netendpoint_crd::{LABEL_POD_UID, LABEL_POOL, NetworkEndpoint, label_value};
+use netendpoint_crd::{LABEL_POOL, NetworkEndpoint, label_value};
 use netendpoint_tests::*;
 
 const FIN: &str = "test.example/stuck-agent";
 
-async fn exists(name: &str) -> bool {
-    endpoints().await.get_opt(name).await.unwrap().is_some()
-}
-
 async fn create(ep: NetworkEndpoint) -> NetworkEndpoint {
     endpoints().await.create(&PostParams::default(), &ep).await.unwrap()
-}
-
-/// Events about `name` with `reason`, as `(reportingController, reportingInstance, note)`.
-async fn events_about(name: &str, reason: &str) -> Vec<(String, String, String)> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client().await, "default");
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.reporting_controller.unwrap_or_default(),
-                e.reporting_instance.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
-fn with_pod_uid(mut ep: NetworkEndpoint, uid: &str) -> NetworkEndpoint {
-    ep.metadata.labels.get_or_insert_default().insert(LABEL_POD_UID.into(), uid.into());
-    if let Some(p) = ep.spec.pod.as_mut() {
-        p.uid = uid.into();
-    }
-    ep
-}
-
-fn with_bound(mut ep: NetworkEndpoint, bound: &str) -> NetworkEndpoint {
-    ep.metadata
-        .annotations
-        .get_or_insert_default()
-        .insert(netendpoint_crd::ANNOTATION_FORCE_RELEASE_AFTER.into(), bound.into());
-    ep.spec.force_release_after = Some(bound.into());
-    ep
 }
 
 #[tokio::test]
@@ -80,10 +39,10 @@ async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
     // A vanished node's lease: released by the leader only.
     let first = create(lease(&pool, "10.77.0.1", "c1", &gone_a, &[])).await;
     let first_name = first.metadata.name.clone().unwrap();
-    wait_for("the first reclaim", Duration::from_secs(60), || async { !exists(&first_name).await }).await;
+    wait_for("the first reclaim", Duration::from_secs(60), || async { !lease_exists(&first_name).await }).await;
     let ev = events_about(&first_name, netendpoint_crd::REASON_NODE_VANISHED).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0].1, a.identity, "acted by the leader");
+    assert_eq!(ev[0].instance, a.identity, "acted by the leader");
     assert!(!b.log().contains("node absent for the grace"), "the standby acted:\n{}", b.log());
 
     // Kill the leader: the standby takes over within the Lease's duration
@@ -99,10 +58,10 @@ async fn only_the_leader_acts_and_a_standby_takes_over_when_it_dies() {
 
     let second = create(lease(&pool, "10.77.0.2", "c2", &gone_b, &[])).await;
     let second_name = second.metadata.name.clone().unwrap();
-    wait_for("the second reclaim", Duration::from_secs(60), || async { !exists(&second_name).await }).await;
+    wait_for("the second reclaim", Duration::from_secs(60), || async { !lease_exists(&second_name).await }).await;
     let ev = events_about(&second_name, netendpoint_crd::REASON_NODE_VANISHED).await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0].1, b.identity);
+    assert_eq!(ev[0].instance, b.identity);
     let _ = coord.delete(&lease_name, &DeleteParams::default()).await;
     cleanup_pool(&pool).await;
 }
@@ -131,7 +90,7 @@ async fn reclaim_waits_for_the_grace_and_never_touches_a_present_nodes_lease() {
     // Never before the node was absent for the grace, counted from when the controller first saw it.
     assert!(started.elapsed() >= grace, "reclaimed after {:?}", started.elapsed());
     // Finalizers still gate the release.
-    assert!(exists(&orphan).await, "released despite its finalizer");
+    assert!(lease_exists(&orphan).await, "released despite its finalizer");
     let kept_now = endpoints().await.get(&kept).await.unwrap();
     assert!(kept_now.metadata.deletion_timestamp.is_none(), "a present node's lease was touched");
     assert_eq!(ctl.metric(&format!("netendpoint_node_reclaims_total{{pool=\"{}\"}}", label_value(&pool))), Some(1.0));
@@ -145,28 +104,16 @@ async fn pod_gone_cleanup_respects_its_grace_and_off_switch_and_spares_living_po
     let off_pool = unique("ctl-gc-off");
     let node = unique("gc-node");
     ensure_node(&node);
-    // The test server runs no controller-manager: the ServiceAccount admission needs `default`.
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client().await, "default");
-    let sa = serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = sas.create(&PostParams::default(), &sa).await;
     let pods: Api<Pod> = Api::namespaced(client().await, "default");
     let pod_name = unique("ctl-pod");
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
-        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "c", "image": "example.invalid/none"}]}
-    }))
-    .unwrap();
-    let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pod = PodFixture::new(&pod_name).create().await;
     let live_uid = pod.metadata.uid.clone().unwrap();
-    let living =
-        create(with_pod_uid(lease(&pool, "10.79.0.1", "c1", &node, &[]), &live_uid)).await.metadata.name.unwrap();
-    let leaked =
-        create(with_pod_uid(lease(&pool, "10.79.0.2", "c2", &node, &[]), "0000-gone-1")).await.metadata.name.unwrap();
-    let spared = create(with_pod_uid(lease(&off_pool, "10.79.0.3", "c3", &node, &[]), "0000-gone-2"))
-        .await
-        .metadata
-        .name
-        .unwrap();
+    let of_pod = |pool: &str, ip: &str, container: &str, uid: &str| {
+        LeaseFixture::new(pool, ip).container(container).node(&node).pod_uid(uid).create()
+    };
+    let living = of_pod(&pool, "10.79.0.1", "c1", &live_uid).await.metadata.name.unwrap();
+    let leaked = of_pod(&pool, "10.79.0.2", "c2", "0000-gone-1").await.metadata.name.unwrap();
+    let spared = of_pod(&off_pool, "10.79.0.3", "c3", "0000-gone-2").await.metadata.name.unwrap();
 
     let started = Instant::now();
     let on = ControllerProc::start(&unique("ctl-gc"), &unique("ctl-gc"), &[&pool], &["--pod-gone-grace", "3s"]);
@@ -174,13 +121,13 @@ async fn pod_gone_cleanup_respects_its_grace_and_off_switch_and_spares_living_po
         ControllerProc::start(&unique("ctl-gc-off"), &unique("ctl-gc-off"), &[&off_pool], &["--pod-gone-grace", "off"]);
     on.wait_leader().await;
     off.wait_leader().await;
-    wait_for("the leak deletion", Duration::from_secs(60), || async { !exists(&leaked).await }).await;
+    wait_for("the leak deletion", Duration::from_secs(60), || async { !lease_exists(&leaked).await }).await;
     assert!(started.elapsed() >= Duration::from_secs(3), "deleted after {:?}", started.elapsed());
     assert!(!events_about(&leaked, netendpoint_crd::REASON_POD_GONE).await.is_empty());
     // Three more graces on: the living Pod's lease and the off switch's lease are untouched.
     tokio::time::sleep(Duration::from_secs(9)).await;
-    assert!(exists(&living).await, "the lease of a Pod that exists was deleted");
-    assert!(exists(&spared).await, "pod-gone cleanup acted while off");
+    assert!(lease_exists(&living).await, "the lease of a Pod that exists was deleted");
+    assert!(lease_exists(&spared).await, "pod-gone cleanup acted while off");
     assert!(off.log().contains("initial lists done"), "{}", off.log());
     let _ = pods.delete(&pod_name, &DeleteParams::default()).await;
     cleanup_pool(&pool).await;
@@ -195,8 +142,8 @@ async fn full_pool_with_one_release(pool: &str, net: &str, bound: &str) -> (Vec<
     let mut names = Vec::new();
     for host in 1..=6 {
         let ip = format!("{net}.{host}");
-        let ep = with_bound(lease(pool, &ip, &format!("held-{host}"), node, &[FIN]), bound);
-        names.push(create(ep).await.metadata.name.unwrap());
+        let ep = LeaseFixture::new(pool, &ip).container(&format!("held-{host}")).node(node).finalizers(&[FIN]);
+        names.push(ep.force_release_after(bound).create().await.metadata.name.unwrap());
     }
     let victim = names[2].clone();
     let api = endpoints().await;
@@ -255,8 +202,8 @@ async fn a_stuck_release_is_forced_only_when_an_add_waits_and_only_one_waiter_ge
 
     let ev = events_about(&victim, "ForcedRelease").await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0].0, netendpoint_crd::REPORTER_CONTROLLER);
-    assert!(ev[0].2.contains(FIN), "{}", ev[0].2);
+    assert_eq!(ev[0].controller, netendpoint_crd::REPORTER_CONTROLLER);
+    assert!(ev[0].note.contains(FIN), "{}", ev[0].note);
     // Each waiting ADD joined the queue with its own entry, believed after
     // a check of its Pod; the release was promised to the first, and both
     // entries were deleted when the waits ended.
@@ -395,7 +342,8 @@ async fn the_controller_works_as_its_deployed_service_account() {
         ],
     );
     ctl.wait_leader().await;
-    wait_for("the reclaim as the ServiceAccount", Duration::from_secs(60), || async { !exists(&orphan).await }).await;
+    wait_for("the reclaim as the ServiceAccount", Duration::from_secs(60), || async { !lease_exists(&orphan).await })
+        .await;
     assert_eq!(events_about(&orphan, netendpoint_crd::REASON_NODE_VANISHED).await.len(), 1, "{}", ctl.log());
     assert!(!ctl.log().contains("forbidden"), "{}", ctl.log());
     cleanup_pool(&pool).await;
@@ -474,7 +422,7 @@ async fn forced_release_and_reclaim_still_work_under_the_node_bound_identities()
     assert_eq!(events_about(&stuck_name, "ForcedRelease").await.len(), 1);
     // And the vanished node's lease is reclaimed by the controller.
     wait_for("the reclaim under the controller's identity", Duration::from_secs(60), || async {
-        !exists(&orphan).await
+        !lease_exists(&orphan).await
     })
     .await;
     assert!(!ctl.log().contains("forbidden"), "{}", ctl.log());

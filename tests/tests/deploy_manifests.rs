@@ -7,12 +7,12 @@
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use netendpoint_crd::NetworkEndpoint;
 use netendpoint_tests::{
-    self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, INSTALLER_SERVICE_ACCOUNT, WATCHER_SERVICE_ACCOUNT,
+    self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, INSTALLER_SERVICE_ACCOUNT, WATCHER_SERVICE_ACCOUNT, stderr,
 };
 use serde_json::json;
 
 fn sa_user(name: &str) -> String {
-    format!("system:serviceaccount:{DEPLOY_NAMESPACE}:{name}")
+    h::service_account_user(DEPLOY_NAMESPACE, name)
 }
 
 /// `kubectl auth can-i` as ServiceAccount `sa`; a resource written
@@ -52,10 +52,6 @@ fn may(sa: &str, verb: &str, group: &str, resource: &str, subresource: &str) -> 
     let out = h::kubectl_input(&["create", "-f", "-", "-o", "json"], &review.to_string());
     assert!(out.status.success(), "{}", stderr(&out));
     serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["status"]["allowed"] == true
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -497,11 +493,7 @@ async fn plugin_runs_its_full_cycle_as_its_service_account() {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "kube-system");
     assert_forbidden("plugin lists Secrets", secrets.list(&ListParams::default()).await);
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
-    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
-        "metadata": {"name": "rbac-probe"},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }))
-    .unwrap();
+    let pod = h::PodFixture::new("rbac-probe").build();
     assert_forbidden("plugin creates a Pod", pods.create(&PostParams::default(), &pod).await);
     let out = h::kubectl_with(&kc, &["get", "secrets", "-n", DEPLOY_NAMESPACE]);
     assert!(!out.status.success() && stderr(&out).contains("Forbidden"), "{}", stderr(&out));
@@ -547,12 +539,7 @@ async fn watcher_can_watch_and_ack_but_not_lease() {
     ]))
     .unwrap();
     as_watcher.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await.unwrap();
-    for _ in 0..50 {
-        if admin.get_opt(&name).await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    h::wait_gone(&name, std::time::Duration::from_secs(1)).await;
     assert!(admin.get_opt(&name).await.unwrap().is_none(), "the ack must release the endpoint");
 
     let client = h::client_for(&kc).await;
@@ -614,16 +601,6 @@ fn examples_are_valid_netendpoint_configs() {
     }
 }
 
-fn http_status(addr: &str, path: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    buf.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// The two components together, each with only its own ServiceAccount: the
 /// watcher-example binary runs with the exact args of its DaemonSet, the
 /// plugin leases with the watcher's finalizer, and after DEL the watcher's
@@ -679,7 +656,7 @@ async fn watcher_with_daemonset_args_acks_releases_of_the_plugin() {
         .unwrap();
     let mut ready = false;
     for _ in 0..150 {
-        if http_status(&addr, "/readyz") == Some(200) {
+        if h::http_get(&addr, "/readyz").is_some_and(|(code, _)| code == 200) {
             ready = true;
             break;
         }

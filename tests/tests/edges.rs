@@ -185,17 +185,7 @@ async fn a_filled_set_is_searched_by_name_with_summaries_or_without() {
         }
     }
     ctl.wait_leader().await;
-    let pool_objects: kube::Api<netendpoint_crd::NetworkEndpointPool> = kube::Api::all(h::client().await);
-    h::wait_for("the pool summary", Duration::from_secs(30), || async {
-        pool_objects
-            .get_opt(&summarised)
-            .await
-            .unwrap()
-            .and_then(|p| p.status)
-            .and_then(|s| s.summary)
-            .is_some_and(|s| !s.runs.is_empty())
-    })
-    .await;
+    h::wait_for_summary(&summarised).await;
 
     for (pool, how) in [(&summarised, "claimed from the shard summary"), (&blind, "claimed by probing (no summary)")] {
         let log = tmp.join(&format!("{pool}.log"));

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
-use netendpoint_crd::{NetworkEndpoint, PodRef, endpoint_name};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use netendpoint_crd::{NetworkEndpoint, endpoint_name};
 use netendpoint_tests::*;
 
 const FIN_A: &str = "a.example/route-agent";
@@ -28,14 +28,6 @@ fn plugin(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn ok(o: &Output) -> String {
     assert_eq!(o.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", stdout(o), stderr(o));
     stdout(o)
@@ -48,11 +40,8 @@ fn json(o: &Output) -> serde_json::Value {
 
 /// A lease of `ip` held by pod `default/<pod>`, labelled as the plugin labels it.
 async fn hold(pool: &str, ip: &str, pod: &str, finalizers: &[&str]) -> NetworkEndpoint {
-    let mut ep = lease(pool, ip, &format!("ctr-{pod}"), "kp-node", finalizers);
-    ep.spec.pod = Some(PodRef { namespace: "default".into(), name: pod.into(), uid: format!("uid-{pod}") });
-    // Every label mirrors the spec (admission refuses anything else once deploy/ is applied).
-    ep.metadata.labels = Some(netendpoint_lease::labels::of(&ep.spec));
-    endpoints().await.create(&PostParams::default(), &ep).await.unwrap()
+    let ep = LeaseFixture::new(pool, ip).container(&format!("ctr-{pod}")).node("kp-node").finalizers(finalizers);
+    ep.pod("default", pod, &format!("uid-{pod}")).create().await
 }
 
 async fn release(name: &str) {
@@ -218,18 +207,6 @@ async fn why_tells_who_holds_an_ip_on_what_its_release_waits_and_the_events() {
     cleanup_pool(&f.pool).await;
 }
 
-async fn forced_release_events(name: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(client().await, "default");
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("ForcedRelease"))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .collect()
-}
-
 #[tokio::test]
 async fn release_force_asks_refuses_live_leases_and_records_the_event() {
     let f = Fixture::new("kp-force", 3).await;
@@ -255,7 +232,7 @@ async fn release_force_asks_refuses_live_leases_and_records_the_event() {
     assert!(stdout(&o).contains(FIN_B), "the plan names the finalizers: {}", stdout(&o));
     assert!(stderr(&o).contains("without a terminal") && stderr(&o).contains("--yes"), "{}", stderr(&o));
     assert_eq!(api.get(&held).await.unwrap().metadata.finalizers, Some(vec![FIN_B.to_string()]));
-    assert!(forced_release_events(&held).await.is_empty());
+    assert!(events_about(&held, "ForcedRelease").await.is_empty());
 
     // With --yes: the finalizers go, the IP is free, the Event names them and the user.
     let j = json(&plugin(&["release", "--force", "10.213.3.4", "--pool", &f.pool, "--yes", "-o", "json"]));
@@ -266,12 +243,12 @@ async fn release_force_asks_refuses_live_leases_and_records_the_event() {
         assert!(start.elapsed() < Duration::from_secs(30), "{held} still exists after the forced release");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let ev = forced_release_events(&held).await;
+    let ev = events_about(&held, "ForcedRelease").await;
     assert_eq!(ev.len(), 1, "{ev:?}");
-    assert_eq!(ev[0].reporting_controller.as_deref(), Some("kubectl-netendpoint"));
-    let note = ev[0].note.clone().unwrap_or_default();
+    assert_eq!(ev[0].controller, "kubectl-netendpoint");
+    let note = ev[0].note.clone();
     assert!(note.contains(FIN_B) && note.contains("on the request of"), "{note}");
-    assert!(!ev[0].reporting_instance.clone().unwrap_or_default().is_empty());
+    assert!(!ev[0].instance.is_empty());
     let o = plugin(&["why", "10.213.3.4", "--pool", &f.pool]);
     assert_eq!(o.status.code(), Some(1), "the IP is free now");
     cleanup_pool(&f.pool).await;

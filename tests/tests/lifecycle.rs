@@ -9,8 +9,6 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
 use netendpoint_crd::endpoint_name;
 use netendpoint_tests::{self as h, NetDir, Netns, invoke, ipam};
 use serde_json::{Value, json};
@@ -196,18 +194,9 @@ async fn stuck_finalizers_are_forced_only_when_old_and_needed() {
     assert!(now.spec.container_id.starts_with("racer-"));
     assert!(now.metadata.deletion_timestamp.is_none());
 
-    let events: Api<Event> = Api::namespaced(h::client().await, "default");
-    let forced: Vec<Event> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("ForcedRelease"))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
-        .collect();
+    let forced = h::events_about(&name, "ForcedRelease").await;
     assert!(!forced.is_empty(), "a ForcedRelease event names the endpoint");
-    assert!(forced[0].note.as_deref().unwrap().contains(AGENT), "the event names the finalizers: {:?}", forced[0].note);
+    assert!(forced[0].note.contains(AGENT), "the event names the finalizers: {:?}", forced[0].note);
     h::cleanup_pool(&pool).await;
 }
 

@@ -17,11 +17,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
-use netendpoint_crd::{LABEL_POOL, NetworkEndpoint, NetworkEndpointPool, endpoint_name, label_value};
+use kube::api::PostParams;
+use netendpoint_crd::endpoint_name;
 use netendpoint_tests::{self as h, ControllerProc, LeaseScans, invoke};
 use serde_json::{Value, json};
+
+use h::attach_env as env;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -51,22 +52,8 @@ async fn fill(pool: &str, ips: impl IntoIterator<Item = String>, finalizers: &[&
 async fn summarised(pool: &str) -> ControllerProc {
     let ctl = ControllerProc::start(&h::unique("ctl-nolist"), &h::unique("ctl-nolist"), &[pool], &[]);
     ctl.wait_leader().await;
-    let pools: kube::Api<NetworkEndpointPool> = kube::Api::all(h::client().await);
-    h::wait_for("the pool summary", Duration::from_secs(30), || async {
-        pools
-            .get_opt(pool)
-            .await
-            .unwrap()
-            .and_then(|p| p.status)
-            .and_then(|s| s.summary)
-            .is_some_and(|s| !s.runs.is_empty())
-    })
-    .await;
+    h::wait_for_summary(pool).await;
     ctl
-}
-
-fn env(cid: &str) -> Vec<(&str, &str)> {
-    h::attach_env(cid)
 }
 
 /// Runs `f`, and returns its result with what the server did for leases meanwhile.
@@ -93,12 +80,7 @@ async fn an_add_into_a_90_percent_full_pool_lists_nothing() {
     let (oks, scans) = measured(|| (0..20).filter(|i| invoke("ADD", &c, &env(&format!("ninety-{i}"))).0).count()).await;
     assert_eq!(oks, 20);
     assert_no_scan("20 ADDs into a 90 %-full /24", scans);
-    let log = std::fs::read_to_string(dir.join("plugin.log")).unwrap();
-    let per_add: Vec<u32> = log
-        .lines()
-        .filter(|l| l.contains("API requests of this ADD"))
-        .filter_map(|l| l.split("requests=").nth(1)?.split_whitespace().next()?.parse().ok())
-        .collect();
+    let per_add = h::requests_per_add(&std::fs::read_to_string(dir.join("plugin.log")).unwrap());
     let mean = f64::from(per_add.iter().sum::<u32>()) / per_add.len() as f64;
     println!("API requests per ADD at 90 %: mean {mean:.2}, first {} (node check, cold hint)", per_add[0]);
     assert!(mean <= 2.5, "{per_add:?}");
@@ -211,7 +193,7 @@ async fn a_storm_with_the_controller_paused_never_gives_an_address_twice() {
     let range = json!({"subnet": "10.90.0.0/24", "rangeStart": "10.90.0.10", "rangeEnd": "10.90.0.79"});
 
     let stop = Arc::new(AtomicBool::new(false));
-    let seen = watch_pool(&pool, stop.clone()).await;
+    let watch = h::PoolWatch::start(&pool).await;
     let before = LeaseScans::now().await;
     let mut workers = Vec::new();
     for n in 0..4 {
@@ -253,10 +235,10 @@ async fn a_storm_with_the_controller_paused_never_gives_an_address_twice() {
     }
     let scans = LeaseScans::since(before).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let events = seen.lock().unwrap().clone();
+    let events = watch.seen();
     let mut live: BTreeMap<String, String> = BTreeMap::new();
-    for (kind, name, ip) in &events {
-        match kind.as_str() {
+    for h::Seen { kind, name, ip, .. } in &events {
+        match *kind {
             "ADDED" => {
                 if let Some(prev) = live.insert(ip.clone(), name.clone()) {
                     panic!("{ip}: {name} added while {prev} held it");
@@ -275,37 +257,4 @@ async fn a_storm_with_the_controller_paused_never_gives_an_address_twice() {
     assert_no_scan("the storm", scans);
     stop.store(true, Ordering::Relaxed);
     h::cleanup_pool(&pool).await;
-}
-
-type Seen = Arc<std::sync::Mutex<Vec<(String, String, String)>>>;
-
-/// Records (type, name, IP) of every watch event of `pool` until `stop`.
-/// Its one list is done when this returns.
-async fn watch_pool(pool: &str, stop: Arc<AtomicBool>) -> Seen {
-    let seen: Seen = Arc::default();
-    let (out, pool) = (seen.clone(), pool.to_string());
-    let api = h::endpoints().await;
-    let selector = format!("{LABEL_POOL}={}", label_value(&pool));
-    let mut rv = api.list(&ListParams::default().labels(&selector)).await.unwrap().metadata.resource_version.unwrap();
-    tokio::spawn(async move {
-        while !stop.load(Ordering::Relaxed) {
-            let wp = WatchParams::default().labels(&selector).timeout(2);
-            let mut s = api.watch(&wp, &rv).await.unwrap().boxed();
-            while let Some(ev) = s.next().await {
-                let (kind, ep): (&str, NetworkEndpoint) = match ev.unwrap() {
-                    WatchEvent::Added(ep) => ("ADDED", ep),
-                    WatchEvent::Modified(ep) => ("MODIFIED", ep),
-                    WatchEvent::Deleted(ep) => ("DELETED", ep),
-                    WatchEvent::Bookmark(b) => {
-                        rv = b.metadata.resource_version;
-                        continue;
-                    }
-                    WatchEvent::Error(e) => panic!("watch error {e:?}"),
-                };
-                rv = ep.metadata.resource_version.clone().unwrap();
-                out.lock().unwrap().push((kind.to_string(), ep.metadata.name.unwrap(), ep.spec.ip.clone()));
-            }
-        }
-    });
-    seen
 }

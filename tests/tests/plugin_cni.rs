@@ -6,39 +6,20 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use netendpoint_crd::{NetworkEndpoint, endpoint_name, is_dns1123_subdomain};
-use netendpoint_tests::{self as h, NetDir, Netns, invoke, ipam};
+use netendpoint_crd::{endpoint_name, is_dns1123_subdomain};
+use netendpoint_tests::{self as h, Bridge, NetDir, Netns, invoke, ip_of, ipam, lease_at as endpoint};
 use serde_json::{Value, json};
 
 const AGENT: &str = "test.netendpoint.dev/agent";
-
-/// A Linux bridge created by the bridge plugin, deleted on drop.
-struct Bridge(String);
-
-impl Bridge {
-    fn new() -> Self {
-        // Interface names are limited to 15 characters.
-        let n = h::unique("b");
-        let short: String = n.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-        Self(format!("nb{}", &short[short.len().saturating_sub(11)..]))
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).output();
-    }
-}
 
 fn bridge_conf(version: &str, net: &str, bridge: &Bridge, ipam: Value) -> Value {
     json!({
         "cniVersion": version,
         "name": net,
         "type": "bridge",
-        "bridge": bridge.0,
+        "bridge": bridge.name,
         "isGateway": true,
         "ipam": ipam,
     })
@@ -52,26 +33,18 @@ fn conf(pool: &str, ranges: Value, extra: Value) -> Value {
     json!({"cniVersion": "1.0.0", "name": "net", "ipam": ipam})
 }
 
+/// The CNI environment of container `cid` on eth0, with `extra` over it.
 fn env<'a>(cid: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    let mut v = vec![("CNI_CONTAINERID", cid), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/test")];
+    let mut v = h::attach_env(cid);
     v.extend_from_slice(extra);
     v
-}
-
-fn ip_of(result: &Value, i: usize) -> IpAddr {
-    let addr = result["ips"][i]["address"].as_str().unwrap_or_else(|| panic!("no ips[{i}] in {result}"));
-    addr.split('/').next().unwrap().parse().unwrap()
-}
-
-async fn endpoint(pool: &str, ip: IpAddr) -> Option<NetworkEndpoint> {
-    h::endpoints().await.get_opt(&endpoint_name(pool, ip)).await.unwrap()
 }
 
 #[tokio::test]
 async fn add_through_bridge_in_every_spec_version() {
     for version in ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"] {
         let pool = h::unique("bridge");
-        let bridge = Bridge::new();
+        let bridge = Bridge::new("nb");
         let netns = Netns::new("ne-br");
         let net = bridge_conf(version, &pool, &bridge, ipam(&pool, json!([[{"subnet": "10.61.0.0/24"}]])));
         let dir = NetDir::new(&net);
@@ -111,7 +84,7 @@ async fn add_through_bridge_in_every_spec_version() {
 #[tokio::test]
 async fn dual_stack_through_bridge() {
     let pool = h::unique("dual");
-    let bridge = Bridge::new();
+    let bridge = Bridge::new("nb");
     let netns = Netns::new("ne-ds");
     let ranges = json!([[{"subnet": "10.62.0.0/24"}], [{"subnet": "fd00:62::/64"}]]);
     let net = bridge_conf("1.1.0", &pool, &bridge, ipam(&pool, ranges));

@@ -66,12 +66,7 @@ async fn a_finalizer_holds_the_name_until_removed() {
     }
 
     h::remove_finalizer(&name, "example.com/agent").await;
-    for _ in 0..50 {
-        if api.get_opt(&name).await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    h::wait_gone(&name, Duration::from_secs(1)).await;
     assert!(api.get_opt(&name).await.unwrap().is_none(), "object must go once the finalizer is removed");
     api.create(&PostParams::default(), &endpoint(&pool, "10.9.0.6", "ctr-new", &[])).await.unwrap();
     h::cleanup_pool(&pool).await;

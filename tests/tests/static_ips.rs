@@ -5,14 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::IpAddr;
-use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kube::api::{Api, PostParams};
-use netendpoint_crd::{NetworkEndpoint, endpoint_name};
-use netendpoint_tests::{self as h, NetDir, Netns, invoke, ipam};
+use k8s_openapi::api::core::v1::Pod;
+use netendpoint_crd::endpoint_name;
+use netendpoint_tests::{
+    self as h, Bridge, NetDir, Netns, invoke, ip_of, ipam, lease_at as endpoint, net_conf as conf, pod_env as env,
+    stderr,
+};
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 
@@ -21,15 +21,6 @@ const AGENT: &str = "test.netendpoint.dev/agent";
 /// Tests that count API requests at the server take this exclusively; every
 /// other test of this file holds it shared, so no request of theirs is counted.
 static SERVER: RwLock<()> = RwLock::const_new(());
-
-/// A network `pool` of the plugin alone, spec 1.1.0, with `extra` over its `ipam`.
-fn conf(pool: &str, ranges: Value, extra: Value) -> Value {
-    let mut ipam = ipam(pool, ranges);
-    for (k, v) in extra.as_object().unwrap() {
-        ipam[k] = v.clone();
-    }
-    json!({"cniVersion": "1.1.0", "name": pool, "type": "netendpoint", "ipam": ipam})
-}
 
 /// The plugin alone as a conflist for cnitool, declaring the `ips` capability.
 fn conflist(pool: &str, ranges: Value, extra: Value) -> Value {
@@ -47,45 +38,11 @@ fn with_runtime_ips(c: &Value, ips: &[&str]) -> Value {
     c
 }
 
-fn env<'a>(cid: &'a str, cni_args: &'a str) -> Vec<(&'a str, &'a str)> {
-    vec![("CNI_CONTAINERID", cid), ("CNI_IFNAME", "eth0"), ("CNI_NETNS", "/run/netns/x"), ("CNI_ARGS", cni_args)]
-}
-
-fn ip_of(result: &Value, i: usize) -> IpAddr {
-    let addr = result["ips"][i]["address"].as_str().unwrap_or_else(|| panic!("no ips[{i}] in {result}"));
-    addr.split('/').next().unwrap().parse().unwrap()
-}
-
-async fn endpoint(pool: &str, ip: &str) -> Option<NetworkEndpoint> {
-    h::endpoints().await.get_opt(&endpoint_name(pool, ip.parse().unwrap())).await.unwrap()
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A Linux bridge created by the bridge plugin, deleted on drop.
-struct Bridge(String);
-
-impl Bridge {
-    fn new() -> Self {
-        let n = h::unique("s");
-        let short: String = n.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-        Self(format!("ns{}", &short[short.len().saturating_sub(11)..]))
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).output();
-    }
-}
-
 #[tokio::test]
 async fn the_ips_capability_through_bridge_puts_the_requested_addresses_in_the_netns() {
     let _shared = SERVER.read().await;
     let pool = h::unique("st-cap");
-    let bridge = Bridge::new();
+    let bridge = Bridge::new("ns");
     let netns = Netns::new("ne-st");
     let ranges = json!([[{"subnet": "10.81.0.0/24"}], [{"subnet": "fd00:81::/64"}]]);
     let net = json!({
@@ -93,7 +50,7 @@ async fn the_ips_capability_through_bridge_puts_the_requested_addresses_in_the_n
         "name": pool,
         "plugins": [{
             "type": "bridge",
-            "bridge": bridge.0,
+            "bridge": bridge.name,
             "isGateway": true,
             "capabilities": {"ips": true},
             "ipam": ipam(&pool, ranges),
@@ -275,22 +232,9 @@ async fn dual_stack_takes_one_address_per_family_and_the_allocator_serves_a_fami
     assert!(h::pool_endpoints(&pool).await.is_empty());
 }
 
-/// Creates Pod `name` in `default` with `annotations` (the test server runs
-/// no controller-manager, so the ServiceAccount admission needs `default`).
+/// Creates Pod `name` in `default` with `annotations`.
 async fn create_pod(name: &str, annotations: Value) -> Pod {
-    let client = h::client().await;
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-    let _ = sas
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap())
-        .await;
-    let pods: Api<Pod> = Api::namespaced(client, "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"automountServiceAccountToken": false, "containers": [{"name": "c", "image": "example.invalid/none"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap()
+    h::PodFixture::new(name).meta(json!({"annotations": annotations})).create().await
 }
 
 fn pod_args(pod: &Pod) -> String {
@@ -343,12 +287,7 @@ async fn the_pod_annotation_of_a_real_pod_gives_its_address_when_enabled() {
 
 /// Sums `apiserver_request_total` over the series whose labels contain every one of `labels`.
 async fn requests(labels: &[&str]) -> f64 {
-    let client = h::client().await;
-    let text = client.request_text(http::Request::get("/metrics").body(Vec::new()).unwrap()).await.unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_request_total{") && labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
+    h::apiserver_counter("apiserver_request_total", labels).await
 }
 
 /// NetworkEndpoint requests and Pod GETs made while `f` ran.

@@ -14,16 +14,16 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use netendpoint_crd::endpoint_name;
 use netendpoint_crd::ipamclaim::{IPAMClaim, IPAMClaimSpec};
-use netendpoint_crd::{LABEL_POOL, NetworkEndpoint, endpoint_name, label_value};
 use netendpoint_tests::{self as h, AgentOpts, AgentProc, ControllerProc};
 use serde_json::{Value, json};
 use watcher_example::eventlog::analyze;
@@ -113,33 +113,14 @@ async fn statefulset(name: &str, replicas: i32) -> StatefulSet {
         }
     }))
     .unwrap();
-    ensure_default_service_account().await;
+    h::ensure_default_service_account().await;
     Api::<StatefulSet>::namespaced(h::client().await, NS).create(&PostParams::default(), &sts).await.unwrap()
-}
-
-/// The test server runs no controller-manager: the ServiceAccount admission needs `default`.
-async fn ensure_default_service_account() {
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(h::client().await, NS);
-    let sa = serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
-    let _ = sas.create(&PostParams::default(), &sa).await;
 }
 
 /// Creates Pod `name` bound to `node`, with `meta` merged into its
 /// metadata; returns its UID.
 async fn make_pod(name: &str, node: &str, meta: Value) -> String {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"nodeName": node, "automountServiceAccountToken": false,
-                 "containers": [{"name": "c", "image": "example.invalid/c"}]}
-    });
-    for (k, v) in meta.as_object().unwrap() {
-        pod["metadata"][k] = v.clone();
-    }
-    ensure_default_service_account().await;
-    let pod: Pod = serde_json::from_value(pod).unwrap();
-    let pods = Api::<Pod>::namespaced(h::client().await, NS);
-    pods.create(&PostParams::default(), &pod).await.unwrap().metadata.uid.unwrap()
+    h::PodFixture::new(name).node(node).meta(meta).create().await.metadata.uid.unwrap()
 }
 
 /// Creates Pod `<sts>-<ordinal>` owned by `sts` (as its controller) and
@@ -209,51 +190,14 @@ fn add_counted(conf: &Value, container: &str, pod: &str, uid: &str) -> (String, 
     (ip, total, by.trim().to_string())
 }
 
-/// A watch event of one pool: (type, name, lease UID, Pod name, IP, is a hold).
-type Seen = Arc<Mutex<Vec<(&'static str, String, String, String, String, bool)>>>;
-
-/// Records every watch event of `pool` until `stop`.
-fn watch_pool(pool: &str, stop: Arc<AtomicBool>) -> (Seen, tokio::task::JoinHandle<()>) {
-    let seen: Seen = Arc::default();
-    let (out, pool) = (seen.clone(), pool.to_string());
-    let task = tokio::spawn(async move {
-        let api = h::endpoints().await;
-        let selector = format!("{LABEL_POOL}={}", label_value(&pool));
-        let mut rv =
-            api.list(&ListParams::default().labels(&selector)).await.unwrap().metadata.resource_version.unwrap();
-        while !stop.load(Ordering::Relaxed) {
-            let wp = WatchParams::default().labels(&selector).timeout(5);
-            let mut s = api.watch(&wp, &rv).await.unwrap().boxed();
-            while let Some(ev) = s.next().await {
-                let (kind, ep): (&'static str, NetworkEndpoint) = match ev.unwrap() {
-                    WatchEvent::Added(ep) => ("ADDED", ep),
-                    WatchEvent::Modified(ep) => ("MODIFIED", ep),
-                    WatchEvent::Deleted(ep) => ("DELETED", ep),
-                    WatchEvent::Bookmark(b) => {
-                        rv = b.metadata.resource_version;
-                        continue;
-                    }
-                    WatchEvent::Error(e) => panic!("watch error {e:?}"),
-                };
-                rv = ep.metadata.resource_version.clone().unwrap();
-                let hold = ep.is_hold();
-                let pod = ep.spec.pod.as_ref().map(|p| p.name.clone()).unwrap_or_default();
-                let ip = ep.spec.ip.clone();
-                out.lock().unwrap().push((kind, ep.metadata.name.unwrap(), ep.metadata.uid.unwrap(), pod, ip, hold));
-            }
-        }
-    });
-    (seen, task)
-}
-
 /// Checks what a client of the pool saw: among endpoints (holds are not
 /// endpoints, and agents skip them), one holder per IP at every moment:
 /// the DELETED of an IP's endpoint always comes before the ADDED of its
 /// next. Returns how many endpoints `pod` got.
-fn one_holder_per_ip(seen: &[(&'static str, String, String, String, String, bool)], pod: &str) -> usize {
+fn one_holder_per_ip(seen: &[h::Seen], pod: &str) -> usize {
     let mut live: BTreeMap<String, String> = BTreeMap::new();
     let mut of_pod = 0;
-    for (kind, name, _, holder, ip, hold) in seen {
+    for h::Seen { kind, name, pod: holder, ip, hold, .. } in seen {
         if *hold {
             continue;
         }
@@ -293,7 +237,7 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
     let agent =
         AgentProc::start(AgentOpts { naive: true, delay: "0ms..1000ms".into(), ..AgentOpts::new(&node, Some(FIN)) });
     let stop = Arc::new(AtomicBool::new(false));
-    let (seen, watcher) = watch_pool(&pool, stop.clone());
+    let watch = h::PoolWatch::start(&pool).await;
 
     let sts = statefulset(&h::unique("web"), 1).await;
     let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
@@ -360,7 +304,7 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
         assert!(!got.contains(&ip), "another Pod got the sticky address");
     }
     h::wait_converged(&agent, &[&pool], "after the recreations").await;
-    watcher.await.unwrap();
+    let seen = watch.stop().await;
 
     assert_eq!(lost, [], "the sticky address is never lost");
     // The agent's own log: no rule lost, every handover in order.
@@ -370,15 +314,9 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
     let sticky_handovers = a.handovers.iter().filter(|h| h.ip.to_string() == ip).count();
     assert!(sticky_handovers >= RECREATIONS, "every incarnation handed the address over: {sticky_handovers}");
     // A client's watch of the pool: one endpoint per IP at every moment.
-    let seen = seen.lock().unwrap().clone();
     assert_eq!(one_holder_per_ip(&seen, &pod), RECREATIONS + 1, "the first ADD and every recreation");
 
-    let text = std::fs::read_to_string(&log).unwrap();
-    let per_add: Vec<u32> = text
-        .lines()
-        .filter(|l| l.contains("API requests of this ADD"))
-        .filter_map(|l| l.split("requests=").nth(1)?.split_whitespace().next()?.parse().ok())
-        .collect();
+    let per_add = h::requests_per_add(&std::fs::read_to_string(&log).unwrap());
     let mean = f64::from(per_add.iter().sum::<u32>()) / per_add.len().max(1) as f64;
     times.sort();
     println!(
@@ -447,22 +385,9 @@ async fn what_sticky_costs_an_add() {
     net.stop().await;
 }
 
-/// Reasons of the Events about `name` with `reason`, as their notes.
+/// The notes of the Events about `name` with `reason`.
 async fn events_about(name: &str, reason: &str) -> Vec<String> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(h::client().await, NS);
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| e.note.unwrap_or_default())
-        .collect()
-}
-
-async fn gone(name: &str) -> bool {
-    h::endpoints().await.get_opt(name).await.unwrap().is_none()
+    h::events_about(name, reason).await.into_iter().map(|e| e.note).collect()
 }
 
 /// The controller creates an incarnation only for the claim's own Pod, on
@@ -508,7 +433,7 @@ async fn an_incarnation_goes_only_to_the_claims_pod_on_its_bound_node() {
     delete_pod(&pod).await;
     let uid = pod_of(&sts, 0, &node).await;
     assert_eq!(add(&net.conf, &h::unique("owner"), &pod, &uid).unwrap(), ip);
-    assert!(!gone(&hold).await, "the hold stays the claim's");
+    assert!(!h::lease_gone(&hold).await, "the hold stays the claim's");
     delete_pod(&pod).await;
     delete_statefulset(&sts).await;
     net.stop().await;
@@ -527,18 +452,15 @@ async fn a_decoy_hold_blocks_nothing() {
     let net = StickyNet::start(sticky_conf(&pool, range, &node, &[], json!({"waitForRelease": "30s"}))).await;
     let name = endpoint_name(&pool, "10.96.0.10".parse().unwrap());
     let plant = || async {
-        let mut decoy = h::lease(&pool, "10.96.0.10", &h::unique("decoy"), &node, &[]);
-        decoy.spec.role = Some(netendpoint_crd::Role::Hold);
         let claim = netendpoint_crd::ClaimRef { namespace: NS.into(), name: "no-such-claim".into(), uid: "u".into() };
-        decoy.spec.claim = Some(claim);
-        decoy.metadata.labels.get_or_insert_default().extend(netendpoint_lease::labels::of(&decoy.spec));
-        h::endpoints().await.create(&PostParams::default(), &decoy).await.unwrap();
+        let decoy = h::LeaseFixture::new(&pool, "10.96.0.10").container(&h::unique("decoy")).node(&node);
+        decoy.hold(claim).create().await;
         Instant::now()
     };
 
     // Left alone: ended because its claim does not exist.
     let planted = plant().await;
-    h::wait_for("the decoy to end", Duration::from_secs(30), || gone(&name)).await;
+    h::wait_for("the decoy to end", Duration::from_secs(30), || h::lease_gone(&name)).await;
     let alone = planted.elapsed();
     let ended = events_about(&name, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
     assert!(ended.iter().any(|n| n.contains("its claim was deleted")), "{ended:?}\n{}", net.ctl.log());
@@ -599,19 +521,19 @@ async fn the_controller_ends_holds_on_scale_down_deletion_sticky_for_and_pool_pr
     let a_name = a.metadata.name.clone().unwrap();
     sts_api.patch(&a_name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await.unwrap();
     let a2 = hold(&a, 2);
-    h::wait_for("the scale-down to end a-2's hold", Duration::from_secs(30), || gone(&a2)).await;
+    h::wait_for("the scale-down to end a-2's hold", Duration::from_secs(30), || h::lease_gone(&a2)).await;
     let ended = events_about(&a2, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
     assert!(ended.iter().any(|n| n.contains("its claim was deleted")), "{ended:?}\n{}", net.ctl.log());
     // stickyFor (3 s) ends b-0's hold.
     let b0 = hold(&b, 0);
-    h::wait_for("stickyFor to end b-0's hold", Duration::from_secs(30), || gone(&b0)).await;
+    h::wait_for("stickyFor to end b-0's hold", Duration::from_secs(30), || h::lease_gone(&b0)).await;
     assert!(events_about(&b0, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await.iter().any(|n| n.contains("stickyFor")));
-    assert!(!gone(&hold(&a, 0)).await && !gone(&hold(&a, 1)).await, "holds within the scale stay");
+    assert!(!h::lease_gone(&hold(&a, 0)).await && !h::lease_gone(&hold(&a, 1)).await, "holds within the scale stay");
     // Deleting the StatefulSet ends the holds of all its Pods.
     sts_api.delete(&a_name, &DeleteParams::default()).await.unwrap();
     for o in [0, 1] {
         let l = hold(&a, o);
-        h::wait_for("the deletion to end a's holds", Duration::from_secs(30), || gone(&l)).await;
+        h::wait_for("the deletion to end a's holds", Duration::from_secs(30), || h::lease_gone(&l)).await;
     }
 
     // Pool pressure. A VM's claim keeps an address after its Pod is gone;
@@ -778,7 +700,7 @@ async fn an_ipamclaim_keeps_its_address_across_pods_on_different_nodes() {
     h::remove_finalizer(current.metadata.name.as_deref().unwrap(), FIN).await;
     claims.delete(&claim_name, &DeleteParams::default()).await.unwrap();
     let hold = endpoint_name(&pool, ip.parse().unwrap());
-    h::wait_for("the claim's hold to end", Duration::from_secs(30), || gone(&hold)).await;
+    h::wait_for("the claim's hold to end", Duration::from_secs(30), || h::lease_gone(&hold)).await;
     delete_vmi("vm1").await;
     net.stop().await;
 }

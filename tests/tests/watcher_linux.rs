@@ -68,9 +68,6 @@ async fn the_linux_dataplane_installs_and_removes_host_routes_in_a_netns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_teardown_keeps_the_ip_and_is_reported_as_an_event() {
-    use k8s_openapi::api::events::v1::Event;
-    use kube::api::{Api, ListParams};
-
     let ns = Netns::new("wfail");
     let node = h::unique("fail-node");
     let pool = h::unique("wfail");
@@ -90,22 +87,17 @@ async fn a_failed_teardown_keeps_the_ip_and_is_reported_as_an_event() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     h::cni_del(&conf, &format!("{pool}-a"));
 
-    let events: Api<Event> = Api::namespaced(h::client().await, "default");
     let mut found = None;
     for _ in 0..150 {
-        let list = events.list(&ListParams::default()).await.unwrap();
-        found = list.items.into_iter().find(|e| {
-            e.reason.as_deref() == Some(watcher_example::controller::REASON_TEARDOWN_FAILED)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
-        });
+        found = h::events_about(&name, watcher_example::controller::REASON_TEARDOWN_FAILED).await.into_iter().next();
         if found.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let event = found.unwrap_or_else(|| panic!("no TeardownFailed event for {name}; log:\n{}", agent.log()));
-    assert_eq!(event.type_.as_deref(), Some("Warning"));
-    assert!(event.note.as_deref().unwrap_or_default().contains("ip -n"), "{event:?}");
+    assert_eq!(event.type_, "Warning");
+    assert!(event.note.contains("ip -n"), "{event:?}");
 
     let ep = h::endpoints().await.get(&name).await.unwrap();
     assert!(ep.is_releasing(), "DEL requested the release");

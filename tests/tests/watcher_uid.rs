@@ -41,12 +41,7 @@ async fn a_late_finalizer_removal_never_strips_the_successor_under_the_same_name
     // Meanwhile E1 is force-released: every finalizer removed, so it is gone.
     let clear = serde_json::json!({"metadata": {"finalizers": null}});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&clear)).await.unwrap();
-    for _ in 0..50 {
-        if api.get_opt(&name).await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    h::wait_gone(&name, Duration::from_secs(1)).await;
     assert!(api.get_opt(&name).await.unwrap().is_none(), "E1 still exists after its finalizers were removed");
 
     // E2 takes the name, with the agent's finalizer, before the teardown wakes.

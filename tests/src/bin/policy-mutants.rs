@@ -1,10 +1,12 @@
 //! Weakens each rule of deploy/admission-policies.yaml in turn and runs the
-//! trust tests against it: a rule whose weakening no test notices is a rule
-//! no test proves. Not part of `make test` (it runs the suite once per rule).
+//! trust tests (`tests/trust_*.rs`, one file per identity) against it: a
+//! rule whose weakening no test notices is a rule no test proves. Not part
+//! of `make test` (it runs the suite once per rule).
 //!
 //! Usage, with a test API server running (`make testenv-start`):
 //! `NETENDPOINT_KUBECONFIG=$PWD/.testenv/kubeconfig cargo run -p netendpoint-tests --bin policy-mutants
-//! [-- --test trust[,deploy_manifests]] [--only SUBSTRING] [--list]`
+//! [-- --test trust_plugin[,trust_agent,deploy_manifests]] [--only SUBSTRING] [--list]`
+//! (by default every trust test binary, `TRUST_TESTS`).
 //!
 //! Each mutant replaces one validation's expression with `true` (plus the
 //! hand-written mutants of [`extra_mutants`]) in a copy of deploy/, which
@@ -17,6 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+/// The trust test binaries (`tests/trust_*.rs`), run against each mutant
+/// unless `--test` names others.
+const TRUST_TESTS: [&str; 5] = ["trust_lease", "trust_plugin", "trust_agent", "trust_controller", "trust_installer"];
 
 /// One weakened version of the policies file.
 struct Mutant {
@@ -153,7 +159,7 @@ fn failed_tests(tests: &[String], deploy: &Path) -> Vec<String> {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let mut tests = vec!["trust".to_string()];
+    let mut tests: Vec<String> = TRUST_TESTS.iter().map(|t| t.to_string()).collect();
     let mut only: Option<String> = None;
     let mut list = false;
     while let Some(a) = args.next() {
@@ -234,5 +240,20 @@ mod tests {
         }
         assert!(mutants.iter().any(|m| m.name.starts_with("netendpoint-plugin #1:")));
         assert_eq!(extra_mutants(&text).len(), 2);
+    }
+
+    /// Every trust test binary is run by default, and only those.
+    #[test]
+    fn the_default_tests_are_the_trust_test_files() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().ok())
+            .filter_map(|f| f.strip_prefix("trust").and_then(|f| f.strip_suffix(".rs")).map(|f| format!("trust{f}")))
+            .collect();
+        files.sort();
+        let mut default = TRUST_TESTS.to_vec();
+        default.sort();
+        assert_eq!(files, default);
     }
 }
