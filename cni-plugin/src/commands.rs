@@ -137,7 +137,11 @@ async fn sticky_identity<S: Store>(
         facts,
     );
     let Some(name) = name else { return Ok(None) };
-    c.retrying("read the claim", || sticky::identity(c.store, &c.conf.network, &pod.namespace, &name)).await
+    let id = c.retrying("read the claim", || sticky::identity(c.store, &c.conf.network, &pod.namespace, &name)).await?;
+    if id.is_some() || asked.claim.is_some() {
+        return Ok(id);
+    }
+    sticky::first_claim(c, &pod.namespace, &pod.name, &name).await
 }
 
 /// Refuses to lease under a node name that is not a registered Node. The

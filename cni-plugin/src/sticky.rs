@@ -27,6 +27,7 @@ use crate::local::LocalState;
 use crate::store::{Leases, PodFacts, Store};
 use crate::wait::{LeasesOf, Waited, await_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::time::Duration;
 
 /// The claim an ADD's interface continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +111,44 @@ pub fn of_claim(claim: &IPAMClaim, network: &str) -> Option<Identity> {
         },
         ips,
     })
+}
+
+/// How long the first ADD of a StatefulSet Pod waits for the controller
+/// to create its claim, at most.
+pub const FIRST_CLAIM_WAIT: Duration = Duration::from_secs(5);
+
+/// The claim of StatefulSet Pod `pod` that has none yet: the controller
+/// creates a claim for each ordinal a StatefulSet wants as soon as it sees
+/// the StatefulSet, but the StatefulSet's first Pod may be ADDed before
+/// that. When the Pod's name is `<sts>-<ordinal>` and StatefulSet `<sts>`
+/// wants that ordinal (one GET), this waits for the claim, at most
+/// [`FIRST_CLAIM_WAIT`], so the first Pod is sticky too. Any other Pod costs
+/// that one GET only when its name looks like a StatefulSet Pod's and no
+/// claim of that name exists.
+pub async fn first_claim<S: Store>(
+    c: &Claiming<'_, S>,
+    namespace: &str,
+    pod: &str,
+    claim: &str,
+) -> Result<Option<Identity>> {
+    let Some((sts, ordinal)) = netendpoint_crd::ipamclaim::statefulset_pod(pod) else { return Ok(None) };
+    let replicas = c.retrying("read the StatefulSet", || c.store.statefulset_replicas(namespace, sts)).await?;
+    if replicas.is_none_or(|r| ordinal >= r) {
+        return Ok(None);
+    }
+    let until = Deadline::after(FIRST_CLAIM_WAIT.min(c.work.remaining()));
+    info!(%claim, statefulset = %sts, "StatefulSet Pod without its claim yet: waiting for netendpoint-controller to create it");
+    let mut pause = Duration::from_millis(50);
+    while !until.passed() {
+        tokio::time::sleep(pause.min(until.remaining())).await;
+        pause = (pause * 2).min(Duration::from_millis(500));
+        if let Some(id) = c.retrying("read the claim", || identity(c.store, &c.conf.network, namespace, claim)).await? {
+            info!(%claim, waited_ms = until.waited().as_millis() as u64, "the claim exists now");
+            return Ok(Some(id));
+        }
+    }
+    warn!(%claim, "no claim after {}s: not sticky this time (is netendpoint-controller running?)", FIRST_CLAIM_WAIT.as_secs());
+    Ok(None)
 }
 
 /// Rounds of read, ask and wait before an ADD gives up on its claim, whatever the deadline says.

@@ -179,6 +179,10 @@ fn service_accounts_have_least_privilege() {
         assert!(!can_i(CNI_SERVICE_ACCOUNT, &["patch", res]), "plugin must not patch {res}");
     }
     assert!(may(CNI_SERVICE_ACCOUNT, "get", "k8s.cni.cncf.io", "ipamclaims", ""), "plugin must get IPAMClaims");
+    assert!(may(CNI_SERVICE_ACCOUNT, "get", "apps", "statefulsets", ""), "plugin reads a StatefulSet by name");
+    for verb in ["list", "watch", "update"] {
+        assert!(!may(CNI_SERVICE_ACCOUNT, verb, "apps", "statefulsets", ""), "plugin must not {verb} StatefulSets");
+    }
     assert!(
         !may(CNI_SERVICE_ACCOUNT, "update", "k8s.cni.cncf.io", "ipamclaims", ""),
         "plugin must not write IPAMClaims"

@@ -222,6 +222,16 @@ impl Cluster for KubeStore {
         }
     }
 
+    async fn statefulset_replicas(&self, namespace: &str, name: &str) -> Result<Option<i64>> {
+        let api: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(self.client.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(s) => Ok(s.map(|s| i64::from(s.spec.and_then(|sp| sp.replicas).unwrap_or(1)))),
+            // An install whose RBAC predates this read: no StatefulSet is known.
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(None),
+            Err(e) => Err(Error::from_kube(format!("get StatefulSet {namespace}/{name}"), e)),
+        }
+    }
+
     async fn crd_installed(&self) -> Result<bool> {
         let path = format!("/apis/{GROUP}/v1alpha1");
         let req = http::Request::get(&path)

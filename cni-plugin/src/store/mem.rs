@@ -91,6 +91,7 @@ struct State {
     nodes: HashSet<String>,
     pods: BTreeMap<(String, String), (PodFacts, String)>,
     claims: BTreeMap<(String, String), IPAMClaim>,
+    statefulsets: BTreeMap<(String, String), i64>,
     events: Vec<(String, String)>,
     entries: BTreeMap<String, NetworkEndpointNeed>,
     calls: BTreeMap<&'static str, usize>,
@@ -344,6 +345,11 @@ impl MemStore {
         let key =
             (claim.metadata.namespace.clone().unwrap_or_default(), claim.metadata.name.clone().unwrap_or_default());
         self.state.lock().unwrap().claims.insert(key, claim);
+    }
+
+    /// Creates (or replaces) StatefulSet `namespace`/`name` wanting `replicas`.
+    pub fn put_statefulset(&self, namespace: &str, name: &str, replicas: i64) {
+        self.state.lock().unwrap().statefulsets.insert((namespace.into(), name.into()), replicas);
     }
 
     /// A claim as it is now.
@@ -665,6 +671,11 @@ impl Cluster for MemStore {
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<IPAMClaim>> {
         self.enter("get_claim").await?;
         Ok(self.claim_now(namespace, name))
+    }
+
+    async fn statefulset_replicas(&self, namespace: &str, name: &str) -> Result<Option<i64>> {
+        self.enter("get_statefulset").await?;
+        Ok(self.state.lock().unwrap().statefulsets.get(&(namespace.to_string(), name.to_string())).copied())
     }
 
     async fn crd_installed(&self) -> Result<bool> {

@@ -114,6 +114,9 @@ pub trait Cluster {
     async fn pod_facts(&self, namespace: &str, name: &str) -> Result<Option<PodFacts>>;
     /// The `IPAMClaim` `namespace`/`name`; `Ok(None)` when it (or its CRD) does not exist.
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<IPAMClaim>>;
+    /// The replicas StatefulSet `namespace`/`name` wants; `Ok(None)` when it
+    /// does not exist, or when the plugin may not read StatefulSets.
+    async fn statefulset_replicas(&self, namespace: &str, name: &str) -> Result<Option<i64>>;
     /// True if the API server serves the NetworkEndpoint API (discovery).
     async fn crd_installed(&self) -> Result<bool>;
     /// One small request that proves the API server answers, accepts the

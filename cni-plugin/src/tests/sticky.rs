@@ -189,17 +189,19 @@ async fn a_decoy_hold_blocks_nothing() {
 }
 
 /// With `ipam.sticky` on, a Pod whose name has no ordinal costs nothing
-/// more; one whose name has one costs one claim GET.
+/// more; one whose name has one costs one claim GET, and, with no claim of
+/// that name, one StatefulSet GET.
 #[tokio::test(start_paused = true)]
-async fn with_sticky_on_a_non_sticky_add_costs_at_most_one_claim_get() {
-    for (pod, extra) in [("pod-c1", 0), ("web-7", 1)] {
+async fn with_sticky_on_a_non_sticky_add_costs_at_most_a_claim_and_a_statefulset_get() {
+    for (pod, extra) in [("pod-c1", 0), ("web-7", 2)] {
         let store = MemStore::new(T0, &["n1"]);
         let c = sticky_conf(json!({}));
         let mut w = who("c1");
         w.pod.as_mut().unwrap().name = pod.into();
         add(&store, &c, &w, &LocalState::none()).await.unwrap();
         assert_eq!(store.total_calls(), 2 + extra, "{pod}");
-        assert_eq!(store.calls("get_claim"), extra, "{pod}");
+        assert_eq!(store.calls("get_claim"), extra / 2, "{pod}");
+        assert_eq!(store.calls("get_statefulset"), extra / 2, "{pod}");
         assert!(store.objects()[0].metadata.finalizers.as_ref().is_some_and(|f| f == &[FIN]));
     }
 }
@@ -359,4 +361,34 @@ async fn a_failed_add_rolls_back_its_incarnation_and_leaves_a_hold_that_got_one(
     let ip = hold.spec.ip.clone();
     let first = store.object(&format!("p.{ip}-1"));
     assert!(first.is_none_or(|ep| ep.is_releasing()), "its incarnation is rolled back");
+}
+
+/// The first Pod of a StatefulSet may be ADDed before the controller made
+/// its claim: it waits for the claim (its StatefulSet wants that ordinal)
+/// and is sticky from the start. A Pod of an ordinal the StatefulSet does
+/// not want, or of no StatefulSet, waits for nothing.
+#[tokio::test(start_paused = true)]
+async fn a_statefulsets_first_pod_waits_for_its_claim() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let _controller = store.spawn_controller();
+    store.put_statefulset("default", "web", 1);
+    let late = store.clone();
+    let maker = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        claim(&late);
+    });
+    let c = sticky_conf(json!({}));
+    let started = tokio::time::Instant::now();
+    let r = add(&*store, &c, &web0(&store, "s1", "u1", "n1"), &LocalState::none()).await.unwrap();
+    maker.await.unwrap();
+    assert!(hold_of(&store, &ip_of(&r)).is_hold(), "sticky from its first Pod");
+    assert!(started.elapsed() >= Duration::from_millis(400), "after the claim, not before");
+    // web-1 is beyond the StatefulSet's replicas: one GET, no wait, a plain lease.
+    let started = tokio::time::Instant::now();
+    let mut w = who("s2");
+    w.pod = Some(PodIdentity { namespace: "default".into(), name: "web-1".into(), uid: "u2".into() });
+    let r = add(&*store, &c, &w, &LocalState::none()).await.unwrap();
+    assert!(!hold_of(&store, &ip_of(&r)).is_hold());
+    assert_eq!(started.elapsed(), Duration::ZERO, "no wait");
+    assert_eq!(store.calls("get_statefulset"), 2);
 }
