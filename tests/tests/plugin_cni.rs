@@ -194,8 +194,15 @@ async fn concurrent_adds_from_four_nodes_never_share_an_ip() {
             conf(&pool, ranges.clone(), json!({"nodeName": n, "waitForRelease": "0s", "dataDir": dir}))
         })
         .collect();
-    let results = std::sync::Mutex::new(Vec::new());
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    // The first ADD goes alone; then the burst waits for the summary of
+    // the pool it made. Leading is not yet summarising, and an ADD into a
+    // pool no controller summarised yet probes a bounded number of
+    // addresses blind (with waitForRelease 0s, it then gives up).
+    let first = invoke("ADD", &confs[0], &env("conc-0", &[]));
+    assert!(first.0, "the first ADD into an empty pool: {}", first.2);
+    h::wait_for_summary(&pool).await;
+    let results = std::sync::Mutex::new(vec![("conc-0".to_string(), first)]);
+    let next = std::sync::atomic::AtomicUsize::new(1);
     std::thread::scope(|s| {
         for _ in 0..24 {
             s.spawn(|| {
