@@ -151,17 +151,10 @@ impl Metrics {
     pub fn set_queues(&self, waiters: &[netendpoint_lease::queue::Waiter], now: k8s_openapi::jiff::Timestamp) {
         self.waiting.clear();
         self.oldest_wait.clear();
-        let mut by_pool: std::collections::BTreeMap<&str, (i64, f64)> = std::collections::BTreeMap::new();
-        for w in waiters.iter().filter(|w| w.deadline > now) {
-            let waited = now.duration_since(w.created).as_secs_f64().max(0.0);
-            let e = by_pool.entry(w.pool.as_str()).or_default();
-            e.0 += 1;
-            e.1 = e.1.max(waited);
-        }
-        for (pool, (n, oldest)) in by_pool {
-            let l = PoolLabel { pool: pool.to_string() };
-            self.waiting.get_or_create(&l).set(n);
-            self.oldest_wait.get_or_create(&l).set(oldest);
+        for (pool, d) in netendpoint_lease::queue::depths(waiters, now) {
+            let l = PoolLabel { pool };
+            self.waiting.get_or_create(&l).set(i64::try_from(d.waiting).unwrap_or(i64::MAX));
+            self.oldest_wait.get_or_create(&l).set(d.oldest.as_secs_f64());
         }
     }
 

@@ -50,6 +50,13 @@ pub async fn all_leases(client: &Client) -> Result<Vec<Lease>> {
     Ok(list.items.iter().filter_map(Lease::of).collect())
 }
 
+/// The waiting ADDs of every full pool (one LIST of the queue entries).
+pub async fn all_waiters(client: &Client) -> Result<Vec<netendpoint_lease::queue::Waiter>> {
+    let api: Api<netendpoint_crd::NetworkEndpointNeed> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await.map_err(|e| Error::api("list networkendpointneeds", e))?;
+    Ok(list.items.iter().filter_map(netendpoint_lease::queue::Waiter::of).collect())
+}
+
 /// Where the pools' ranges come from.
 #[derive(Debug, Clone)]
 pub enum Ranges {

@@ -2,7 +2,9 @@
 //! explicit forced release, for people.
 //!
 //! - `pools`: per pool, capacity, used, releasing, free, the finalizers that
-//!   releases wait on and the age of the oldest release. The pool figures
+//!   releases wait on, the age of the oldest release, and the queue: how
+//!   many ADDs wait for an address and how long the first has waited
+//!   ([`netendpoint_lease::queue::depths`], as the controller's metrics). The pool figures
 //!   are computed by the same code as the controller's metrics
 //!   ([`netendpoint_lease::pools`]); ranges come from the same ConfigMap as the
 //!   controller's, or from network config files given with `--config`.
@@ -103,8 +105,10 @@ pub async fn run(cli: Cli) -> Result<()> {
                 eprintln!("warning: {w}");
             }
             let leases = cluster::all_leases(&client).await?;
-            let mut rows: Vec<PoolRow> =
-                pool_stats(&leases, &caps, Timestamp::now()).iter().map(PoolRow::from).collect();
+            let waiters = cluster::all_waiters(&client).await?;
+            let now = Timestamp::now();
+            let mut rows: Vec<PoolRow> = pool_stats(&leases, &caps, now).iter().map(PoolRow::from).collect();
+            report::add_queues(&mut rows, &netendpoint_lease::queue::depths(&waiters, now));
             if !pools.is_empty() {
                 rows.retain(|r| pools.contains(&r.pool));
             }

@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use netendpoint_crd::{NetworkEndpoint, PodRef};
 use netendpoint_lease::age_at_least;
 use netendpoint_lease::pools::PoolStats;
+use netendpoint_lease::queue::Depth;
 use serde::Serialize;
 
 use crate::render::{Format, age, or_dash, table};
@@ -32,6 +33,37 @@ pub struct PoolRow {
     pub oldest_release_seconds: Option<u64>,
     /// Finalizers that releases wait on, with the number of releases each holds.
     pub waiting_on: BTreeMap<String, u64>,
+    /// ADDs waiting in the pool's queue for an address.
+    pub queued: u64,
+    /// Seconds the longest-waiting of them has waited.
+    pub oldest_wait_seconds: Option<u64>,
+}
+
+/// Puts each pool's queue into its row; a pool with waiters and no row
+/// (no lease, no known ranges) gets one.
+pub fn add_queues(rows: &mut Vec<PoolRow>, depths: &BTreeMap<String, Depth>) {
+    for (pool, d) in depths {
+        let at = match rows.iter().position(|r| &r.pool == pool) {
+            Some(i) => i,
+            None => {
+                rows.push(PoolRow {
+                    pool: pool.clone(),
+                    capacity: None,
+                    used: 0,
+                    releasing: 0,
+                    free: None,
+                    oldest_release_seconds: None,
+                    waiting_on: BTreeMap::new(),
+                    queued: 0,
+                    oldest_wait_seconds: None,
+                });
+                rows.len() - 1
+            }
+        };
+        rows[at].queued = d.waiting;
+        rows[at].oldest_wait_seconds = Some(d.oldest.as_secs());
+    }
+    rows.sort_by(|a, b| a.pool.cmp(&b.pool));
 }
 
 impl From<&PoolStats> for PoolRow {
@@ -44,6 +76,8 @@ impl From<&PoolStats> for PoolRow {
             free: s.free(),
             oldest_release_seconds: s.oldest_release.map(|d| d.as_secs()),
             waiting_on: s.releasing_by_finalizer.clone(),
+            queued: 0,
+            oldest_wait_seconds: None,
         }
     }
 }
@@ -68,7 +102,8 @@ impl PoolsReport {
                 w.iter().map(|(f, n)| format!("{f}={n}")).collect::<Vec<_>>().join(",")
             }
         };
-        let mut header = vec!["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON"];
+        let mut header =
+            vec!["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON", "QUEUED", "OLDEST-WAIT"];
         if format == Format::Wide {
             header.push("RANGES-FROM");
         }
@@ -85,6 +120,8 @@ impl PoolsReport {
                     or_dash(p.free),
                     or_dash(p.oldest_release_seconds.map(|s| age(Duration::from_secs(s)))),
                     waiting(&p.waiting_on),
+                    p.queued.to_string(),
+                    or_dash(p.oldest_wait_seconds.map(|s| age(Duration::from_secs(s)))),
                 ];
                 if format == Format::Wide {
                     row.push(if p.capacity.is_some() { source.clone() } else { "<none>".into() });
@@ -426,19 +463,29 @@ mod tests {
             oldest_release_since: None,
         };
         let unknown = PoolStats { pool: "b".into(), in_use: 1, ..PoolStats::default() };
-        let r = PoolsReport { ranges_from: vec!["f.conf".into()], pools: vec![(&known).into(), (&unknown).into()] };
+        let mut pools = vec![(&known).into(), (&unknown).into()];
+        let queue = |waiting, secs| Depth { waiting, oldest: Duration::from_secs(secs) };
+        // A waiter in a pool of a row, and in one with no row yet.
+        add_queues(&mut pools, &[("a".to_string(), queue(3, 75)), ("0".to_string(), queue(1, 2))].into());
+        let r = PoolsReport { ranges_from: vec!["f.conf".into()], pools };
         let text = r.table(Format::Table);
         let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
-        assert_eq!(lines[0], ["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON"]);
-        assert_eq!(lines[1], ["a", "10", "3", "2", "5", "2m10s", "x.example/agent=2,y.example/b=1"]);
-        assert_eq!(lines[2], ["b", "-", "1", "0", "-", "-", "<none>"]);
+        assert_eq!(
+            lines[0],
+            ["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON", "QUEUED", "OLDEST-WAIT"]
+        );
+        assert_eq!(lines[1], ["0", "-", "0", "0", "-", "-", "<none>", "1", "2s"]);
+        assert_eq!(lines[2], ["a", "10", "3", "2", "5", "2m10s", "x.example/agent=2,y.example/b=1", "3", "75s"]);
+        assert_eq!(lines[3], ["b", "-", "1", "0", "-", "-", "<none>", "0", "-"]);
         let wide = r.table(Format::Wide);
-        assert!(wide.lines().nth(1).unwrap().ends_with("f.conf"), "{wide}");
+        assert!(wide.lines().nth(2).unwrap().ends_with("f.conf"), "{wide}");
         let json: serde_json::Value =
             serde_json::from_str(&crate::render::structured(&r, Format::Json).unwrap()).unwrap();
-        assert_eq!(json["pools"][1]["capacity"], serde_json::Value::Null);
-        assert_eq!(json["pools"][0]["waitingOn"]["x.example/agent"], 2);
-        assert_eq!(json["pools"][0]["oldestReleaseSeconds"], 130);
+        assert_eq!(json["pools"][2]["capacity"], serde_json::Value::Null);
+        assert_eq!(json["pools"][1]["waitingOn"]["x.example/agent"], 2);
+        assert_eq!(json["pools"][1]["oldestReleaseSeconds"], 130);
+        assert_eq!(json["pools"][1]["queued"], 3);
+        assert_eq!(json["pools"][1]["oldestWaitSeconds"], 75);
     }
 
     #[test]

@@ -172,6 +172,29 @@ pub fn assign(pool: &str, waiting: &[Option<&Promise>], supply: &Supply) -> Vec<
     out
 }
 
+/// One pool's queue as people and metrics see it: how many ADDs wait, and
+/// how long the one that waited longest has waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Depth {
+    /// Entries whose ADD still waits (deadline not passed).
+    pub waiting: u64,
+    /// Age of the oldest of them.
+    pub oldest: std::time::Duration,
+}
+
+/// The queue of each pool with a waiting ADD at `now`, by pool. An entry
+/// whose deadline passed is no longer waited on, so it is not counted.
+pub fn depths(waiters: &[Waiter], now: Timestamp) -> std::collections::BTreeMap<String, Depth> {
+    let mut by_pool: std::collections::BTreeMap<String, Depth> = std::collections::BTreeMap::new();
+    for w in waiters.iter().filter(|w| w.deadline > now) {
+        let waited = std::time::Duration::try_from(now.duration_since(w.created)).unwrap_or_default();
+        let d = by_pool.entry(w.pool.clone()).or_default();
+        d.waiting += 1;
+        d.oldest = d.oldest.max(waited);
+    }
+    by_pool
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +276,41 @@ mod tests {
         let forged = Promise { ip: "10.0.0.7".into(), lease: "p.10.0.0.7".into(), releasing: true };
         let out = assign("p", &[Some(&forged)], &supply(&[], &[]));
         assert_eq!(out, vec![None], "a promise of nothing the pool can give is dropped");
+    }
+
+    fn waiter(pool: &str, created: Timestamp, deadline: Timestamp) -> Waiter {
+        Waiter {
+            name: format!("{pool}.n.0"),
+            uid: "u".into(),
+            pool: pool.into(),
+            family: IpFamily::IPv4,
+            node: "n".into(),
+            pod: PodRef { namespace: "ns".into(), name: "p".into(), uid: String::new() },
+            container_id: "c".into(),
+            if_name: "eth0".into(),
+            arrival: 1,
+            created,
+            deadline,
+            status: NetworkEndpointNeedStatus::default(),
+        }
+    }
+
+    #[test]
+    fn depths_count_live_entries_per_pool_and_the_oldest_wait() {
+        let now: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let at = |s: &str| -> Timestamp { format!("2026-01-01T00:00:{s}Z").parse().unwrap() };
+        let later: Timestamp = "2026-01-01T00:02:00Z".parse().unwrap();
+        let waiters = [
+            waiter("a", at("10"), later),
+            waiter("a", at("40"), later),
+            waiter("b", at("50"), later),
+            // Its ADD gave up: no longer waiting.
+            waiter("c", at("00"), at("30")),
+        ];
+        let d = depths(&waiters, now);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(d["a"], Depth { waiting: 2, oldest: std::time::Duration::from_secs(50) });
+        assert_eq!(d["b"], Depth { waiting: 1, oldest: std::time::Duration::from_secs(10) });
+        assert!(!d.contains_key("c"));
     }
 }

@@ -112,12 +112,24 @@ async fn pools_shows_capacity_used_releasing_free_and_who_holds_the_releases() {
     let f = Fixture::new("kp-pools", 1).await;
     let conf = f.conf_file();
 
+    // Two ADDs wait in the pool's queue (entries as a node's plugin writes them).
+    let needs: Api<netendpoint_crd::NetworkEndpointNeed> = Api::all(client().await);
+    for slot in [0, 1] {
+        let entry = NeedFixture::new(&f.pool, "kp-node").entry(slot).wait_seconds(600).build();
+        needs.create(&PostParams::default(), &entry).await.unwrap();
+    }
+
     let table = ok(&plugin(&["pools", &f.pool, "--config", &conf]));
     let lines: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(lines.len(), 2, "{table}");
-    assert_eq!(lines[0], ["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON"]);
+    assert_eq!(
+        lines[0],
+        ["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON", "QUEUED", "OLDEST-WAIT"]
+    );
     assert_eq!(lines[1][..5], [f.pool.as_str(), "5", "2", "2", "1"], "{table}");
     assert_eq!(lines[1][6], format!("{FIN_A}=1,{FIN_B}=2"), "{table}");
+    assert_eq!(lines[1][7], "2", "two ADDs wait in the queue: {table}");
+    assert!(lines[1][8].ends_with('s'), "{table}");
 
     let j = json(&plugin(&["pools", &f.pool, "--config", &conf, "-o", "json"]));
     let p = &j["pools"][0];
@@ -125,6 +137,7 @@ async fn pools_shows_capacity_used_releasing_free_and_who_holds_the_releases() {
     assert_eq!((p["used"].as_u64(), p["releasing"].as_u64(), p["free"].as_u64()), (Some(2), Some(2), Some(1)), "{j}");
     assert_eq!(p["waitingOn"], serde_json::json!({FIN_A: 1, FIN_B: 2}));
     assert!(p["oldestReleaseSeconds"].is_u64(), "{j}");
+    assert_eq!((p["queued"].as_u64(), p["oldestWaitSeconds"].is_u64()), (Some(2), true), "{j}");
     assert_eq!(j["rangesFrom"], serde_json::json!([conf]));
 
     // No ranges known (no ConfigMap, no --config): counts, and capacity/free unknown.
@@ -154,6 +167,9 @@ async fn pools_shows_capacity_used_releasing_free_and_who_holds_the_releases() {
         .output()
         .unwrap();
     assert_eq!(json(&via_kubectl)["pools"][0]["used"], 2);
+    for slot in [0, 1] {
+        let _ = needs.delete(&netendpoint_crd::need_name(&f.pool, "kp-node", Some(slot)), &DeleteParams::default()).await;
+    }
     cleanup_pool(&f.pool).await;
 }
 
