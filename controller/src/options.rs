@@ -57,7 +57,7 @@ pub struct Options {
     #[arg(long, env = "NETENDPOINT_CONTROLLER_NET_CONF", default_value = "netendpoint-system/netendpoint-net-conf")]
     pub net_conf: String,
     /// `namespace/name` of the ConfigMap the controller writes each pool's
-    /// CIDRs into, for the admission policy `netendpoint-lease-address`;
+    /// CIDRs into, for the admission policy `netendpoint-lease-range`;
     /// empty for none.
     #[arg(long, env = "NETENDPOINT_CONTROLLER_POOLS_PARAM", default_value = "netendpoint-system/netendpoint-pools")]
     pub pools_param: String,

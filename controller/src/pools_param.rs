@@ -1,4 +1,4 @@
-//! The ConfigMap the admission policy `netendpoint-lease-address` reads
+//! The ConfigMap the admission policy `netendpoint-lease-range` reads
 //! (`netendpoint-system/netendpoint-pools`): one key per pool, its value the
 //! CIDRs the pool may lease, and, prefixed `!`, the gateways and exclusions
 //! inside them. Rendered from the network config the installer renders the
