@@ -22,3 +22,14 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Each crate's module import graph has no cycle (a module never imports its caller).
 python3 scripts/module-cycles.py
+# The plugin, the controller and kubectl-netendpoint are peers over the
+# vocabulary crates: none depends on another (cargo metadata).
+python3 scripts/layers.py
+# Broken intra-doc links in the workspace's docs are errors.
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links" \
+  cargo doc --workspace --no-deps --document-private-items -q
+# Names in prose (metrics, deploy/ names and policies, flags and their
+# environment variables, Event reasons, workspace members, cited tests)
+# match the code both ways; the self-test proves a drift is caught.
+python3 scripts/drift.py --self-test
+python3 scripts/drift.py

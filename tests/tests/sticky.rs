@@ -336,7 +336,9 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
 
 /// API requests per ADD, as the plugin tallies them: with `ipam.sticky`
 /// on, a Pod whose name has no ordinal costs nothing more, a `-<n>` Pod
-/// without a claim one claim GET; and what a sticky Pod's ADDs cost.
+/// without a claim one claim GET and one GET of the StatefulSet its name
+/// names (does it want that ordinal? `sticky::first_claim`); and what a
+/// sticky Pod's ADDs cost.
 #[tokio::test]
 async fn what_sticky_costs_an_add() {
     let _serial = SERIAL.lock().await;
@@ -356,8 +358,9 @@ async fn what_sticky_costs_an_add() {
         "API requests per ADD: sticky off {off} ({off_by}); sticky on, no ordinal {on} ({on_by}); \"-7\" without a claim {ordinal} ({ordinal_by})"
     );
     assert_eq!(on, off, "a Pod that cannot be a StatefulSet's costs nothing more");
-    assert_eq!(ordinal, off + 1, "a -<n> Pod costs one claim GET: {ordinal_by}");
+    assert_eq!(ordinal, off + 2, "a -<n> Pod costs one claim GET and one StatefulSet GET: {ordinal_by}");
     assert!(ordinal_by.contains("GET ipamclaims=1"), "{ordinal_by}");
+    assert!(ordinal_by.contains("GET statefulsets=1"), "{ordinal_by}");
 
     // A sticky Pod: its first ADD (create the hold, wait for incarnation 1),
     // and a recreation (ask the hold, wait for incarnation 2).
