@@ -43,7 +43,7 @@ pub struct Cli {
     /// Where kubeconfig, token, ca.crt and nodename go
     #[arg(long, env = "NETENDPOINT_INSTALL_KUBECONFIG_DIR", value_name = "DIR", default_value = DEFAULT_KUBECONFIG_DIR)]
     kubeconfig_dir: PathBuf,
-    /// This node's name, written to <kubeconfig-dir>/nodename for the plugin (required, from the flag or the variable)
+    /// This node's name, written to `<kubeconfig-dir>/nodename` for the plugin (required, from the flag or the variable)
     #[arg(long, env = "NODE_NAME", value_name = "NAME")]
     node_name: Option<String>,
     /// Projected ServiceAccount token
@@ -81,7 +81,7 @@ pub struct Cli {
     /// of copying --token-src (which then only authenticates the installer)
     #[arg(long, env = "NETENDPOINT_INSTALL_MINT_FOR", value_name = "NAMESPACE/NAME")]
     mint_for: Option<crate::mint::Target>,
-    /// Lifetime of a minted token; it is replaced after 40 to 50 % of it
+    /// Lifetime of a minted token, 10m to 24h; it is replaced after 40 to 50 % of it
     #[arg(long, env = "NETENDPOINT_INSTALL_TOKEN_TTL", value_name = "DURATION", default_value = "24h",
         value_parser = token_ttl)]
     token_ttl: Duration,
@@ -95,12 +95,17 @@ pub struct Cli {
     check_min_validity: Duration,
 }
 
+/// The longest token lifetime the admission policy
+/// `netendpoint-installer-token` lets the installer mint
+/// (`expirationSeconds <= 86400`): a longer one would make every mint fail.
+const MAX_TOKEN_TTL: Duration = Duration::from_secs(86_400);
+
 /// A token lifetime the API server accepts (10 minutes or more) and the
-/// refresh can keep ahead of (at most 7 days).
+/// installer-token policy allows (at most [`MAX_TOKEN_TTL`], 24 hours).
 fn token_ttl(s: &str) -> Result<Duration, String> {
     match netendpoint_crd::duration::parse(s) {
-        Some(d) if d >= Duration::from_secs(600) && d <= Duration::from_secs(7 * 86_400) => Ok(d),
-        _ => Err("expected a duration from 10m to 168h".into()),
+        Some(d) if d >= Duration::from_secs(600) && d <= MAX_TOKEN_TTL => Ok(d),
+        _ => Err("expected a duration from 10m to 24h (the installer-token policy allows no longer)".into()),
     }
 }
 
@@ -235,6 +240,17 @@ pub(crate) mod tests {
         match parse(args) {
             Err(Error::Cli(e)) => e,
             other => panic!("{args:?}: expected a command-line error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_token_ttl_is_what_the_installer_token_policy_allows() {
+        let ttl = |v: &str| parse(&["--token-ttl", v]).map(|o| o.token_ttl);
+        assert_eq!(ttl("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(ttl("24h").unwrap(), Duration::from_secs(86_400));
+        for refused in ["9m", "25h", "168h", "0"] {
+            let e = cli_error(&["--token-ttl", refused]).to_string();
+            assert!(e.contains("--token-ttl") && e.contains("24h"), "{refused}: {e}");
         }
     }
 
