@@ -2,7 +2,7 @@
 //! someone else may be reading (the plugin's node-local hints, the files the
 //! installer puts on the host, the agent's state file).
 //!
-//! [`write`] fills a temporary file in the destination's directory and renames
+//! [`write()`] fills a temporary file in the destination's directory and renames
 //! it over the destination. Readers see the old content or the new, never a
 //! mix, and a binary being executed keeps its old inode. What survives a crash
 //! or a power loss is the caller's explicit choice ([`Durability`]), because it
@@ -15,7 +15,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What a completed [`write`] guarantees after a crash of the machine.
+/// What a completed [`write()`] guarantees after a crash of the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Atomic only: after a power loss the file may hold the old content (or,
@@ -26,7 +26,7 @@ pub enum Durability {
     Fsync,
 }
 
-/// How [`write`] writes.
+/// How [`write()`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     /// What survives a crash.
@@ -97,7 +97,7 @@ pub fn write(dest: &Path, opts: Options, fill: impl FnOnce(&mut File) -> io::Res
     result
 }
 
-/// [`write`] of the bytes `data`.
+/// [`write()`] of the bytes `data`.
 pub fn write_bytes(dest: &Path, opts: Options, data: &[u8]) -> io::Result<()> {
     write(dest, opts, |f| f.write_all(data))
 }

@@ -11,7 +11,7 @@ use tracing::{debug, info, warn};
 
 use crate::dataplane::{Dataplane, Rule};
 use crate::error::{Error, Result};
-use crate::eventlog::{EventLog, Kind};
+use crate::eventlog::{EventLog, Kind, Subject};
 use crate::metrics::Metrics;
 
 /// What the agent needs of an endpoint: the table key and the identity of the holder.
@@ -92,7 +92,7 @@ impl Agent {
             None => info!(endpoint = %ep.name, ip = %ep.ip, uid = %ep.uid, "rule installed"),
         }
         self.metrics.rule_installed();
-        inner.log.append(Kind::Add, ep.ip, &ep.uid, &ep.name, replaced_uid, None)?;
+        inner.log.append(Kind::Add, Subject { ip: ep.ip, uid: &ep.uid, name: &ep.name }, replaced_uid, None)?;
         Ok(true)
     }
 
@@ -119,7 +119,12 @@ impl Agent {
         if let Some(r) = &removed {
             info!(endpoint = %ep.name, ip = %ep.ip, uid = %ep.uid, removed_uid = %r.uid, "rule removed");
             self.metrics.rule_removed();
-            inner.log.append(Kind::Remove, ep.ip, &ep.uid, &ep.name, None, Some(r.uid.clone()))?;
+            inner.log.append(
+                Kind::Remove,
+                Subject { ip: ep.ip, uid: &ep.uid, name: &ep.name },
+                None,
+                Some(r.uid.clone()),
+            )?;
         }
         Ok(removed)
     }
@@ -139,9 +144,12 @@ impl Agent {
                     info!(endpoint = %rule.name, ip = %rule.ip, uid = %rule.uid,
                         "stale rule removed: its endpoint is gone");
                     self.metrics.rule_removed();
-                    if let Err(e) =
-                        inner.log.append(Kind::Remove, rule.ip, &rule.uid, &rule.name, None, Some(rule.uid.clone()))
-                    {
+                    if let Err(e) = inner.log.append(
+                        Kind::Remove,
+                        Subject { ip: rule.ip, uid: &rule.uid, name: &rule.name },
+                        None,
+                        Some(rule.uid.clone()),
+                    ) {
                         errors.push(e);
                     }
                 }

@@ -54,6 +54,17 @@ pub struct Record {
     pub removed_uid: Option<String>,
 }
 
+/// The endpoint a record is about.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// Its address.
+    pub ip: IpAddr,
+    /// Its UID.
+    pub uid: &'a str,
+    /// Its name.
+    pub name: &'a str,
+}
+
 /// An append-only JSON-lines writer. Every record is written with one `write`
 /// call, so a killed agent leaves whole lines behind.
 #[derive(Debug, Default)]
@@ -83,13 +94,11 @@ impl EventLog {
         Ok(Self { file: Some((path.to_path_buf(), file)), next_seq })
     }
 
-    /// Appends a record, filling in `seq` and `ts`.
+    /// Appends a record about endpoint `ep`, filling in `seq` and `ts`.
     pub fn append(
         &mut self,
         kind: Kind,
-        ip: IpAddr,
-        uid: &str,
-        name: &str,
+        ep: Subject<'_>,
         replaced_uid: Option<String>,
         removed_uid: Option<String>,
     ) -> Result<()> {
@@ -97,9 +106,9 @@ impl EventLog {
         let rec = Record {
             seq: self.next_seq,
             kind,
-            ip,
-            uid: uid.to_string(),
-            name: name.to_string(),
+            ip: ep.ip,
+            uid: ep.uid.to_string(),
+            name: ep.name.to_string(),
             ts: k8s_openapi::jiff::Timestamp::now().to_string(),
             replaced_uid,
             removed_uid,
@@ -133,8 +142,11 @@ mod tests {
         let path = std::env::temp_dir().join(format!("watcher-example-log-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let ip: IpAddr = "10.0.0.2".parse().unwrap();
-        EventLog::open(&path).unwrap().append(Kind::Add, ip, "u1", "n", None, None).unwrap();
-        EventLog::open(&path).unwrap().append(Kind::Remove, ip, "u1", "n", None, Some("u1".into())).unwrap();
+        EventLog::open(&path).unwrap().append(Kind::Add, Subject { ip, uid: "u1", name: "n" }, None, None).unwrap();
+        EventLog::open(&path)
+            .unwrap()
+            .append(Kind::Remove, Subject { ip, uid: "u1", name: "n" }, None, Some("u1".into()))
+            .unwrap();
         let recs = read(&path).unwrap();
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![0, 1]);
         std::fs::remove_file(&path).unwrap();
