@@ -102,8 +102,17 @@ impl PoolsReport {
                 w.iter().map(|(f, n)| format!("{f}={n}")).collect::<Vec<_>>().join(",")
             }
         };
-        let mut header =
-            vec!["POOL", "CAPACITY", "USED", "RELEASING", "FREE", "OLDEST-RELEASE", "WAITING-ON", "QUEUED", "OLDEST-WAIT"];
+        let mut header = vec![
+            "POOL",
+            "CAPACITY",
+            "USED",
+            "RELEASING",
+            "FREE",
+            "OLDEST-RELEASE",
+            "WAITING-ON",
+            "QUEUED",
+            "OLDEST-WAIT",
+        ];
         if format == Format::Wide {
             header.push("RANGES-FROM");
         }

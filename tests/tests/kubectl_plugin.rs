@@ -168,7 +168,8 @@ async fn pools_shows_capacity_used_releasing_free_and_who_holds_the_releases() {
         .unwrap();
     assert_eq!(json(&via_kubectl)["pools"][0]["used"], 2);
     for slot in [0, 1] {
-        let _ = needs.delete(&netendpoint_crd::need_name(&f.pool, "kp-node", Some(slot)), &DeleteParams::default()).await;
+        let _ =
+            needs.delete(&netendpoint_crd::need_name(&f.pool, "kp-node", Some(slot)), &DeleteParams::default()).await;
     }
     cleanup_pool(&f.pool).await;
 }
