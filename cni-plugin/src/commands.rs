@@ -127,15 +127,13 @@ async fn sticky_identity<S: Store>(
     facts: Option<&PodFacts>,
 ) -> Result<Option<Identity>> {
     let (Some(sc), Some(pod)) = (&c.conf.sticky, &c.who.pod) else { return Ok(None) };
-    let name = sticky::claim_name(
-        sc,
-        &c.conf.pool,
-        &c.conf.network,
-        &c.who.key.if_name,
-        &pod.name,
-        asked.claim.as_deref(),
-        facts,
-    );
+    let at = sticky::PodInterface {
+        pool: &c.conf.pool,
+        network: &c.conf.network,
+        if_name: &c.who.key.if_name,
+        pod: &pod.name,
+    };
+    let name = sticky::claim_name(sc, &at, asked.claim.as_deref(), facts);
     let Some(name) = name else { return Ok(None) };
     let id = c.retrying("read the claim", || sticky::identity(c.store, &c.conf.network, &pod.namespace, &name)).await?;
     if id.is_some() || asked.claim.is_some() {

@@ -154,37 +154,45 @@ fn dispatch_network(
         commands::Asked::default()
     };
     let local = LocalState::new(&conf.data_dir, &conf.pool);
-    rt.block_on(run_command(inv.command, &net, &conf, &who, &asked, &local).instrument(span))
+    let job = Job { command: inv.command, net: &net, conf: &conf, who: &who, asked: &asked, local: &local };
+    rt.block_on(run_command(&job).instrument(span))
+}
+
+/// What one command works on, once its input is parsed: the command, the
+/// network config and its `ipam` section, the attachment, the addresses
+/// asked for (ADD), and the node's local state.
+struct Job<'a> {
+    command: Command,
+    net: &'a NetConf,
+    conf: &'a IpamConfig,
+    who: &'a Attachment,
+    asked: &'a commands::Asked,
+    local: &'a LocalState,
+}
+
+/// The client's view of one invocation: the API server's clock as its
+/// answers show it, and the tally of requests made.
+#[derive(Default)]
+struct Session {
+    clock: ServerClock,
+    tally: Tally,
 }
 
 /// Runs one command against the API server within `ipam.timeout`. When the
 /// deadline passes, an ADD first releases whatever it may have claimed (in
 /// the time kept back for cleanup), then the invocation fails with code 11.
-async fn run_command(
-    command: Command,
-    net: &NetConf,
-    conf: &IpamConfig,
-    who: &Attachment,
-    asked: &commands::Asked,
-    local: &LocalState,
-) -> Result<Option<serde_json::Value>> {
-    let clock = ServerClock::default();
-    let tally = Tally::default();
-    let res = bounded(command, net, conf, who, asked, local, (&clock, &tally)).await;
-    info!(requests = tally.total(), by = %tally.summary(), "API requests of this {}", command.as_str());
+async fn run_command(job: &Job<'_>) -> Result<Option<serde_json::Value>> {
+    let session = Session::default();
+    let res = bounded(job, &session).await;
+    let tally = &session.tally;
+    info!(requests = tally.total(), by = %tally.summary(), "API requests of this {}", job.command.as_str());
     res
 }
 
-/// [`run_command`]'s work with the client's clock and request tally.
-async fn bounded(
-    command: Command,
-    net: &NetConf,
-    conf: &IpamConfig,
-    who: &Attachment,
-    asked: &commands::Asked,
-    local: &LocalState,
-    (clock, tally): (&ServerClock, &Tally),
-) -> Result<Option<serde_json::Value>> {
+/// [`run_command`]'s work in `session`.
+async fn bounded(job: &Job<'_>, session: &Session) -> Result<Option<serde_json::Value>> {
+    let Job { command, net, conf, who, asked, local } = *job;
+    let (clock, tally) = (&session.clock, &session.tally);
     let work_time = conf.timeout.saturating_sub(CLEANUP_RESERVE);
     let work = async {
         let store = KubeStore::new(kube_client(conf, clock.clone(), tally).await?, clock.clone());

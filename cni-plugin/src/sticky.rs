@@ -38,19 +38,31 @@ pub struct Identity {
     pub ips: Vec<IpAddr>,
 }
 
+/// The interface a claim name is looked for: the pool and network of the
+/// ADD, the interface's name, and its Pod's name.
+#[derive(Debug, Clone, Copy)]
+pub struct PodInterface<'a> {
+    /// The pool (`ipam.pool`).
+    pub pool: &'a str,
+    /// The network (`ipam.network`).
+    pub network: &'a str,
+    /// The interface (`CNI_IFNAME`).
+    pub if_name: &'a str,
+    /// The Pod's name.
+    pub pod: &'a str,
+}
+
 /// Where this ADD's claim name comes from, in order: the runtime's
 /// reference, the Pod's network-selection annotation (with
 /// `claimsFromPods`), and, for a Pod named like a StatefulSet's
 /// (`<name>-<ordinal>`), its [`statefulset_claim_name`], `<pod>.<pool>`.
 pub fn claim_name(
     conf: &StickyConfig,
-    pool: &str,
-    network: &str,
-    if_name: &str,
-    pod: &str,
+    at: &PodInterface<'_>,
     runtime: Option<&str>,
     facts: Option<&PodFacts>,
 ) -> Option<String> {
+    let PodInterface { pool, network, if_name, pod } = *at;
     if let Some(name) = runtime {
         return Some(name.to_string());
     }
@@ -444,7 +456,7 @@ mod tests {
             ..PodFacts::default()
         };
         let name = |c: &StickyConfig, pod: &str, runtime: Option<&str>, f: Option<&PodFacts>| {
-            claim_name(c, "pods", "net", "eth0", pod, runtime, f)
+            claim_name(c, &PodInterface { pool: "pods", network: "net", if_name: "eth0", pod }, runtime, f)
         };
         assert_eq!(name(&on, "web-0", Some("given"), Some(&facts)).as_deref(), Some("given"));
         assert_eq!(name(&on, "virt-launcher-vm1-abcde", None, Some(&facts)).as_deref(), Some("vm1.net"));

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::claims;
 use crate::context::Context;
-use crate::decide::{Action, ForceFor, Hold, Lease, PressureFor, Waiter};
+use crate::decide::{Action, ForceFor, Hold, HoldEnd, Lease, PressureFor, Waiter};
 
 fn entries(ctl: &Context) -> Api<NetworkEndpointNeed> {
     Api::all(ctl.client.clone())
@@ -227,78 +227,76 @@ pub async fn act(ctl: &Context, action: &Action) {
         Action::AcceptIncarnation { hold, request } => accept_incarnation(ctl, hold, request).await,
         Action::Promise { waiter, status, place } => promise(ctl, waiter, status, *place).await,
         Action::DropEntry { waiter, why } => drop_entry(ctl, waiter, why).await,
-        Action::ReleaseHold { hold, reason, for_waiter } => {
-            if let Some(w) = for_waiter {
-                match pressure_refusal(ctl, hold, w).await {
-                    Ok(None) => {}
-                    Ok(Some(why)) => {
-                        info!(hold = %hold.name, entry = %w.entry, %why, "pool pressure ends no hold");
-                        return;
-                    }
-                    Err(e) => {
-                        warn!(hold = %hold.name, error = %e, "cannot check pool pressure; ending no hold");
-                        return;
-                    }
-                }
-            }
-            let why = reason.describe();
-            match patch(ctl, &hold.name, proto::releasing_patch(&hold.object, why), true).await {
-                Ok(true) => {
-                    info!(hold = %hold.name, reason = ?reason, "sticky hold ends: {why}");
-                    let note = format!(
-                        "sticky hold {} of claim {}/{} ends: {why}",
-                        hold.name, hold.claim.namespace, hold.claim.name
-                    );
-                    record(ctl, &hold.name, &hold.uid, REASON_STICKY_HOLD_ENDED, note, false).await;
-                    Ok(())
-                }
-                Ok(false) => {
-                    debug!(hold = %hold.name, "changed before its release began");
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            }
-        }
+        Action::ReleaseHold { hold, reason, for_waiter } => release_hold(ctl, hold, reason, for_waiter.as_ref()).await,
         Action::DeleteHold { hold } => delete_hold(ctl, hold).await,
-        Action::EndLegacyHold { lease, reason } => {
-            let Some(i) = lease.finalizers.iter().position(|f| f == FINALIZER_STICKY_HOLD) else { return };
-            match patch(
-                ctl,
-                &lease.name,
-                netendpoint_lease::patch::remove_finalizer(&lease.uid, i, FINALIZER_STICKY_HOLD),
-                false,
-            )
-            .await
-            {
-                Ok(true) => {
-                    info!(lease = %lease.name, reason = ?reason, "legacy sticky hold ended: {}", reason.describe());
-                    let note = format!("sticky hold of {} ended: {}", lease.name, reason.describe());
-                    record(ctl, &lease.name, &lease.uid, REASON_STICKY_HOLD_ENDED, note, false).await;
-                    Ok(())
-                }
-                Ok(false) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
+        Action::EndLegacyHold { lease, reason } => end_legacy_hold(ctl, lease, reason).await,
         Action::CreateClaim { namespace, name, network, statefulset } => {
             create_claim(ctl, namespace, name, network, statefulset).await
         }
-        Action::DeleteClaim { namespace, name, uid } => {
-            let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), namespace);
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
-                ..DeleteParams::default()
-            };
-            unless_changed(api.delete(name, &dp).await, Guard::Preconditions).map(|deleted| {
-                if deleted.is_some() {
-                    info!(claim = %format!("{namespace}/{name}"), "StatefulSet Pod claim deleted: scaled down or gone");
-                }
-            })
-        }
+        Action::DeleteClaim { namespace, name, uid } => delete_claim(ctl, namespace, name, uid).await,
     };
     if let Err(e) = res {
         warn!(error = %e, action = ?std::mem::discriminant(action), "action failed; decided again on a later pass");
     }
+}
+
+/// Ends sticky hold `hold` for `reason`; for pool pressure only after
+/// [`pressure_refusal`] found nothing against it.
+async fn release_hold(
+    ctl: &Context,
+    hold: &Hold,
+    reason: &HoldEnd,
+    for_waiter: Option<&PressureFor>,
+) -> kube::Result<()> {
+    if let Some(w) = for_waiter {
+        match pressure_refusal(ctl, hold, w).await {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                info!(hold = %hold.name, entry = %w.entry, %why, "pool pressure ends no hold");
+                return Ok(());
+            }
+            Err(e) => {
+                warn!(hold = %hold.name, error = %e, "cannot check pool pressure; ending no hold");
+                return Ok(());
+            }
+        }
+    }
+    let why = reason.describe();
+    match patch(ctl, &hold.name, proto::releasing_patch(&hold.object, why), true).await? {
+        true => {
+            info!(hold = %hold.name, reason = ?reason, "sticky hold ends: {why}");
+            let note =
+                format!("sticky hold {} of claim {}/{} ends: {why}", hold.name, hold.claim.namespace, hold.claim.name);
+            record(ctl, &hold.name, &hold.uid, REASON_STICKY_HOLD_ENDED, note, false).await;
+        }
+        false => debug!(hold = %hold.name, "changed before its release began"),
+    }
+    Ok(())
+}
+
+/// Ends the sticky hold of a lease of an earlier version (its hold finalizer).
+async fn end_legacy_hold(ctl: &Context, lease: &Lease, reason: &HoldEnd) -> kube::Result<()> {
+    let Some(i) = lease.finalizers.iter().position(|f| f == FINALIZER_STICKY_HOLD) else { return Ok(()) };
+    let p = netendpoint_lease::patch::remove_finalizer(&lease.uid, i, FINALIZER_STICKY_HOLD);
+    if patch(ctl, &lease.name, p, false).await? {
+        info!(lease = %lease.name, reason = ?reason, "legacy sticky hold ended: {}", reason.describe());
+        let note = format!("sticky hold of {} ended: {}", lease.name, reason.describe());
+        record(ctl, &lease.name, &lease.uid, REASON_STICKY_HOLD_ENDED, note, false).await;
+    }
+    Ok(())
+}
+
+/// Deletes the claim of a StatefulSet Pod, if it is still the one with `uid`.
+async fn delete_claim(ctl: &Context, namespace: &str, name: &str, uid: &str) -> kube::Result<()> {
+    let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), namespace);
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
+        ..DeleteParams::default()
+    };
+    if unless_changed(api.delete(name, &dp).await, Guard::Preconditions)?.is_some() {
+        info!(claim = %format!("{namespace}/{name}"), "StatefulSet Pod claim deleted: scaled down or gone");
+    }
+    Ok(())
 }
 
 async fn reclaim(ctl: &Context, lease: &Lease) -> kube::Result<()> {

@@ -24,10 +24,11 @@ pub mod render;
 pub mod report;
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use k8s_openapi::jiff::Timestamp;
-use netendpoint_crd::REASON_FORCED_RELEASE;
+use netendpoint_crd::{NetworkEndpoint, REASON_FORCED_RELEASE};
 use netendpoint_lease::age_at_least;
 use netendpoint_lease::pools::pool_stats;
 
@@ -153,6 +154,33 @@ fn in_pool(pool: Option<&str>) -> String {
     pool.map(|p| format!(" in pool {p}")).unwrap_or_default()
 }
 
+/// The one lease of `addr` found (in `pool`, when given), or why not.
+fn the_one_lease<'a>(found: &'a [NetworkEndpoint], addr: IpAddr, pool: Option<&str>) -> Result<&'a NetworkEndpoint> {
+    match found {
+        [] => Err(Error::NotFound(format!("no lease holds {addr}{}", in_pool(pool)))),
+        [one] => Ok(one),
+        many => {
+            let pools: Vec<&str> = many.iter().map(|e| e.spec.pool.as_str()).collect();
+            Err(Error::Refused(format!("{addr} is leased in several pools ({}): pass --pool", pools.join(", "))))
+        }
+    }
+}
+
+/// Asks on the terminal whether to force the release of `name`.
+fn confirm(name: &str) -> Result<()> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Refused("refusing to force a release without a terminal to confirm on: pass --yes".into()));
+    }
+    eprint!("Force the release of {name}? [y/N]: ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).map_err(|e| Error::Output(e.to_string()))?;
+    if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        return Err(Error::Refused("not confirmed: nothing changed".into()));
+    }
+    Ok(())
+}
+
 async fn release(
     client: &kube::Client,
     ip: &str,
@@ -170,17 +198,7 @@ async fn release(
         return Err(Error::BadTarget(ip.into()));
     };
     let found = cluster::find_leases(client, &Target::Ip(addr), pool).await?;
-    let ep = match found.as_slice() {
-        [] => return Err(Error::NotFound(format!("no lease holds {addr}{}", in_pool(pool)))),
-        [one] => one,
-        many => {
-            let pools: Vec<&str> = many.iter().map(|e| e.spec.pool.as_str()).collect();
-            return Err(Error::Refused(format!(
-                "{addr} is leased in several pools ({}): pass --pool",
-                pools.join(", ")
-            )));
-        }
-    };
+    let ep = the_one_lease(&found, addr, pool)?;
     let name = ep.metadata.name.clone().unwrap_or_default();
     let Some(since) = ep.metadata.deletion_timestamp.as_ref().map(|t| t.0) else {
         let holder =
@@ -211,18 +229,7 @@ async fn release(
         print!("{plan}");
     }
     if !yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Error::Refused(
-                "refusing to force a release without a terminal to confirm on: pass --yes".into(),
-            ));
-        }
-        eprint!("Force the release of {name}? [y/N]: ");
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer).map_err(|e| Error::Output(e.to_string()))?;
-        if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-            return Err(Error::Refused("not confirmed: nothing changed".into()));
-        }
+        confirm(&name)?;
     }
     if cluster::force(client, ep).await? == Forced::Changed {
         return Err(Error::Refused(format!(

@@ -341,53 +341,65 @@ impl LeaseReport {
 
     /// A kubectl-describe-like text at `now`.
     pub fn describe(&self, now: Timestamp, format: Format) -> String {
-        let ago = |t: Option<Timestamp>| t.map(|t| format!("{t} ({} ago)", age(age_at_least(now, t))));
-        let mut out = String::new();
-        let mut field = |k: &str, v: String| {
-            let _ = writeln!(out, "{:<14}{v}", format!("{k}:"));
-        };
-        field("Lease", format!("{}   (pool {}, IP {})", self.name, self.pool, self.ip));
-        field(
-            "Held by",
-            match &self.pod {
-                Some(p) if p.uid.is_empty() => format!("pod {}/{}", p.namespace, p.name),
-                Some(p) => format!("pod {}/{} (uid {})", p.namespace, p.name, p.uid),
-                None => "a sandbox whose Pod the runtime did not name".into(),
-            },
-        );
-        field("Node", self.node.clone());
-        field("Container", self.container_id.clone());
-        field("Interface", self.if_name.clone());
+        let ago = |t: Option<Timestamp>| or_dash(t.map(|t| format!("{t} ({} ago)", age(age_at_least(now, t)))));
+        let mut fields: Vec<(&str, String)> = vec![
+            ("Lease", format!("{}   (pool {}, IP {})", self.name, self.pool, self.ip)),
+            (
+                "Held by",
+                match &self.pod {
+                    Some(p) if p.uid.is_empty() => format!("pod {}/{}", p.namespace, p.name),
+                    Some(p) => format!("pod {}/{} (uid {})", p.namespace, p.name, p.uid),
+                    None => "a sandbox whose Pod the runtime did not name".into(),
+                },
+            ),
+            ("Node", self.node.clone()),
+            ("Container", self.container_id.clone()),
+            ("Interface", self.if_name.clone()),
+        ];
         if let Some(n) = &self.network {
-            field("Network", n.clone());
+            fields.push(("Network", n.clone()));
         }
-        field("Since", or_dash(ago(self.created)));
-        match (self.releasing, self.finalizers.is_empty()) {
-            (false, _) => field("State", "in use".into()),
-            (true, true) => field(
-                "State",
-                format!(
-                    "releasing since {}; no finalizer left, the IP is free once the object is gone",
-                    or_dash(ago(self.deleted))
-                ),
+        fields.push(("Since", ago(self.created)));
+        let state = match (self.releasing, self.finalizers.is_empty()) {
+            (false, _) => "in use".into(),
+            (true, true) => format!(
+                "releasing since {}; no finalizer left, the IP is free once the object is gone",
+                ago(self.deleted)
             ),
-            (true, false) => field(
-                "State",
-                format!(
-                    "releasing since {}, waiting on {} finalizer(s)",
-                    or_dash(ago(self.deleted)),
-                    self.finalizers.len()
-                ),
-            ),
-        }
+            (true, false) => {
+                format!("releasing since {}, waiting on {} finalizer(s)", ago(self.deleted), self.finalizers.len())
+            }
+        };
+        fields.push(("State", state));
         let fins = if self.finalizers.is_empty() { "<none>".into() } else { self.finalizers.join(", ") };
-        field(if self.releasing { "Waiting on" } else { "Finalizers" }, fins);
+        fields.push((if self.releasing { "Waiting on" } else { "Finalizers" }, fins));
         if self.static_ip {
-            field("Static", "yes: the address was asked for; a static request never forces a release".into());
+            fields.push(("Static", "yes: the address was asked for; a static request never forces a release".into()));
         }
+        fields.extend(self.sticky_fields());
+        if let Some(b) = &self.force_release_after {
+            fields.push((
+                "Force after",
+                format!("{b} (may be forced after this long, only for an ADD that needs the IP)"),
+            ));
+        }
+        if format == Format::Wide {
+            fields.push(("UID", self.uid.clone()));
+        }
+        let mut out = String::new();
+        for (k, v) in fields {
+            let _ = writeln!(out, "{:<14}{v}", format!("{k}:"));
+        }
+        out.push_str(&self.events_section(now));
+        out
+    }
+
+    /// The describe fields of a sticky hold and of a claim's hold or incarnation.
+    fn sticky_fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = Vec::new();
         if let Some(h) = &self.sticky_hold {
             let state = if h.held { "held" } else { "ended" };
-            field(
+            fields.push((
                 "Sticky hold",
                 format!(
                     "{state}: the IP is kept for {} ({}) up to {} after its release; only that identity's next Pod takes it",
@@ -395,7 +407,7 @@ impl LeaseReport {
                     h.owner,
                     age(Duration::from_secs(h.sticky_for_seconds))
                 ),
-            );
+            ));
         }
         if let Some(c) = &self.claim {
             let what = match (c.role.as_str(), c.incarnation) {
@@ -407,44 +419,38 @@ impl LeaseReport {
                 ("hold", None) => format!("hold of claim {}: keeps the address; no incarnation yet", c.claim),
                 (_, k) => format!("incarnation {} of claim {}", k.unwrap_or_default(), c.claim),
             };
-            field("Claim", what);
-            if let Some(r) = &c.request {
-                field("Asked for", r.clone());
-            }
-            if let Some(p) = &c.phase {
-                field("Phase", p.clone());
-            }
-            if let Some(m) = &c.message {
-                field("Message", m.clone());
+            fields.push(("Claim", what));
+            for (k, v) in [("Asked for", &c.request), ("Phase", &c.phase), ("Message", &c.message)] {
+                if let Some(v) = v {
+                    fields.push((k, v.clone()));
+                }
             }
         }
-        if let Some(b) = &self.force_release_after {
-            field("Force after", format!("{b} (may be forced after this long, only for an ADD that needs the IP)"));
-        }
-        if format == Format::Wide {
-            field("UID", self.uid.clone());
-        }
+        fields
+    }
+
+    /// The Events of the lease as describe shows them, at `now`.
+    fn events_section(&self, now: Timestamp) -> String {
         if self.events.is_empty() {
-            out.push_str("Events:       <none>\n");
-        } else {
-            out.push_str("Events:\n");
-            let rows: Vec<Vec<String>> = self
-                .events
-                .iter()
-                .map(|e| {
-                    vec![
-                        or_dash(e.at.map(|t| age(age_at_least(now, t)))),
-                        e.type_.clone(),
-                        e.reason.clone(),
-                        e.from.clone(),
-                        e.about.clone(),
-                        e.message.clone(),
-                    ]
-                })
-                .collect();
-            for line in table(&["AGE", "TYPE", "REASON", "FROM", "ABOUT", "MESSAGE"], &rows).lines() {
-                let _ = writeln!(out, "  {line}");
-            }
+            return "Events:       <none>\n".into();
+        }
+        let mut out = String::from("Events:\n");
+        let rows: Vec<Vec<String>> = self
+            .events
+            .iter()
+            .map(|e| {
+                vec![
+                    or_dash(e.at.map(|t| age(age_at_least(now, t)))),
+                    e.type_.clone(),
+                    e.reason.clone(),
+                    e.from.clone(),
+                    e.about.clone(),
+                    e.message.clone(),
+                ]
+            })
+            .collect();
+        for line in table(&["AGE", "TYPE", "REASON", "FROM", "ABOUT", "MESSAGE"], &rows).lines() {
+            let _ = writeln!(out, "  {line}");
         }
         out
     }

@@ -48,6 +48,16 @@ impl AtOnce {
     }
 }
 
+/// What [`adds_at_once`] runs: `n` ADDs, `concurrency` at a time, their
+/// containers named `<tag>-<i>`, their leases deleted at once with `recycle`.
+#[derive(Clone, Copy)]
+pub(crate) struct Burst<'a> {
+    pub(crate) n: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) tag: &'a str,
+    pub(crate) recycle: bool,
+}
+
 /// `n` ADDs spread round-robin over `confs` (one per node), `concurrency`
 /// at a time, counted at the server. With `recycle`, the harness deletes
 /// each ADD's lease (one DELETE by name, which [`ServerCounts`] leaves out)
@@ -57,11 +67,9 @@ pub(crate) fn adds_at_once(
     ctx: &Ctx,
     pool: &str,
     confs: &[Vec<u8>],
-    n: usize,
-    concurrency: usize,
-    tag: &str,
-    recycle: bool,
+    burst: Burst<'_>,
 ) -> (Stats, ServerCounts, Option<f64>, f64) {
+    let Burst { n, concurrency, tag, recycle } = burst;
     let held = AtomicUsize::new(0);
     let held_sum = AtomicUsize::new(0);
     let make = |i: usize| {
@@ -105,7 +113,8 @@ pub(crate) fn bench_full_24(ctx: &Ctx, report: &mut String) {
     let leased = ctx.fill_owned(pool, &ips, &nodes, 48);
     let summary = ctx.wait_summary(pool, leased, Duration::from_secs(60));
     let confs: Vec<Vec<u8>> = nodes.iter().map(|node| ctx.node_conf(pool, subnet, node, "full24")).collect();
-    let (stats, server, cpu_s, held) = adds_at_once(ctx, pool, &confs, n, concurrency, "full24", true);
+    let (stats, server, cpu_s, held) =
+        adds_at_once(ctx, pool, &confs, Burst { n, concurrency, tag: "full24", recycle: true });
     let row = AtOnce {
         pool: "/24".into(),
         fill: format!("{:.1} % (mean)", 100.0 * (leased as f64 + held) / f64::from(usable)),
@@ -157,21 +166,25 @@ pub(crate) fn bench_full_24(ctx: &Ctx, report: &mut String) {
     ctx.delete_pool(pool);
 }
 
+/// The large pool as filled: its name, its subnet, how many addresses it
+/// has and how many are leased.
+#[derive(Clone, Copy)]
+pub(crate) struct LargePool<'a> {
+    pub(crate) pool: &'a str,
+    pub(crate) subnet: &'a str,
+    pub(crate) usable: u32,
+    pub(crate) leased: usize,
+}
+
 /// 64 nodes ADD at once into the large pool at 90 %. Returns the ADDs that succeeded.
-pub(crate) fn bench_at_once_large(
-    ctx: &Ctx,
-    report: &mut String,
-    pool: &str,
-    subnet: &str,
-    usable: u32,
-    leased: usize,
-    nodes: &[String],
-) -> usize {
+pub(crate) fn bench_at_once_large(ctx: &Ctx, report: &mut String, large: &LargePool<'_>, nodes: &[String]) -> usize {
+    let LargePool { pool, subnet, usable, leased } = *large;
     let prefix = ctx.large_prefix;
     let concurrency = AT_ONCE_NODES;
     let n = if ctx.large_trial() { 256 } else { 640 };
     let confs: Vec<Vec<u8>> = nodes.iter().map(|node| ctx.node_conf(pool, subnet, node, "large-nodes")).collect();
-    let (stats, server, cpu_s, _) = adds_at_once(ctx, pool, &confs, n, concurrency, "at-once", false);
+    let (stats, server, cpu_s, _) =
+        adds_at_once(ctx, pool, &confs, Burst { n, concurrency, tag: "at-once", recycle: false });
     let pct = |l: usize| 100.0 * l as f64 / f64::from(usable);
     let row = AtOnce {
         pool: format!("/{prefix}"),

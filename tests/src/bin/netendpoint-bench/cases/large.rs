@@ -87,7 +87,7 @@ pub(crate) fn bench_large_pool(ctx: &Ctx, report: &mut String) {
     let _ = writeln!(report);
 
     let at_once = ctx.timed("large, of which 64 nodes at once", || {
-        bench_at_once_large(ctx, report, &pool, &subnet, usable, leased, &nodes)
+        bench_at_once_large(ctx, report, &LargePool { pool: &pool, subnet: &subnet, usable, leased }, &nodes)
     });
     leased += at_once;
     ctx.timed("large, of which a full six-address pool beside it", || {
