@@ -61,12 +61,17 @@ impl StickyNet {
         }))
         .unwrap();
         cms.create(&PostParams::default(), &obj).await.unwrap();
+        let ctl = Self::controller(&pool, &cm, flags);
+        ctl.wait_leader().await;
+        Self { pool, conf, cm, ctl }
+    }
+
+    /// A new controller process for `pool`, reading ConfigMap `cm`, with `flags`.
+    fn controller(pool: &str, cm: &str, flags: &[&str]) -> ControllerProc {
         let net_conf = format!("{NS}/{cm}");
         let mut args = vec!["--net-conf", net_conf.as_str(), "--pod-gone-grace", "off"];
         args.extend_from_slice(flags);
-        let ctl = ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[&pool], &args);
-        ctl.wait_leader().await;
-        Self { pool, conf, cm, ctl }
+        ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[pool], &args)
     }
 
     /// Waits until the controller created the claim of StatefulSet Pod `pod`.
@@ -739,3 +744,84 @@ async fn delete_vmi(name: &str) {
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(h::client().await, NS, &vmis_resource());
     let _ = api.delete(name, &DeleteParams::default()).await;
 }
+
+/// Sends `signal` (`-STOP`, `-CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success();
+    assert!(ok, "kill {signal} {pid}");
+}
+
+/// Issue 33, item 2, a retry always converges: a recreation's ADD that ran
+/// out of `waitForOld` (3 s; the agent was stalled on the previous
+/// incarnation's finalizer) fails with code 11, withdraws its request and
+/// gets its sandbox's DEL; once the agent is back, the next ADD (a new
+/// sandbox of the same Pod) gets the address at once, and no incarnation
+/// of the failed sandbox ever appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sticky_retry_after_waitforold_ran_out_gets_the_address_at_once() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-retry");
+    let pool = h::unique("sticky-retry");
+    let range = json!({"subnet": "10.99.0.0/24", "rangeStart": "10.99.0.10", "rangeEnd": "10.99.0.12"});
+    let net = StickyNet::start(sticky_conf(&pool, range, &node, &[FIN], json!({"sticky": {"waitForOld": "3s"}}))).await;
+    let conf = net.conf.clone();
+    let agent = AgentProc::start(AgentOpts::new(&node, Some(FIN)));
+    let watch = h::PoolWatch::start(&pool).await;
+
+    let sts = statefulset(&h::unique("retry"), 1).await;
+    let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
+    net.claim_of(&pod).await;
+    let uid = pod_of(&sts, 0, &node).await;
+    let first = h::unique("first");
+    let ip = add(&conf, &first, &pod, &uid).unwrap();
+    let hold = endpoint_name(&pool, ip.parse().unwrap());
+
+    // The agent stalls; web-0 is recreated; the old incarnation waits for
+    // the agent's finalizer, so the new ADD runs out of waitForOld.
+    signal(agent.child.id(), "-STOP");
+    let uid = recreate(&sts, 0, &node).await;
+    h::cni_del(&conf, &first);
+    let failed = h::unique("failed");
+    let t = Instant::now();
+    let (code, msg) = add(&conf, &failed, &pod, &uid).unwrap_err();
+    let gave_up = t.elapsed();
+    assert_eq!(code, 11, "{msg}");
+    assert!(msg.contains("acknowledgement of incarnation 1"), "says what it waits for: {msg}");
+    // The runtime tears the failed sandbox down.
+    h::cni_del(&conf, &failed);
+    let request = h::endpoints().await.get(&hold).await.unwrap().status.and_then(|s| s.request);
+    assert!(request.is_none(), "the failed ADD withdrew its request: {request:?}");
+
+    // The agent comes back and acknowledges; kubelet retries with a new sandbox.
+    signal(agent.child.id(), "-CONT");
+    let back = Instant::now();
+    let previous = format!("{hold}-1");
+    h::wait_for("incarnation 1 to go", Duration::from_secs(30), || h::lease_gone(&previous)).await;
+    let acknowledged = back.elapsed();
+    let retry = h::unique("retry");
+    let t = Instant::now();
+    let got = add(&conf, &retry, &pod, &uid).unwrap_or_else(|e| panic!("the retry: {e:?}\n{}", net.ctl.log()));
+    let retry_took = t.elapsed();
+    assert_eq!(got, ip, "the retry gets the claim's address");
+    assert!(retry_took < Duration::from_secs(3), "the retry waited for nothing: {retry_took:?}");
+
+    h::wait_converged(&agent, &[&pool], "after the retry").await;
+    let seen = watch.stop().await;
+    let of_failed: Vec<_> = seen.iter().filter(|s| s.container == failed).collect();
+    assert!(of_failed.is_empty(), "no incarnation of the failed sandbox: {of_failed:?}");
+    assert_eq!(one_holder_per_ip(&seen, &pod), 2, "the first ADD and the retry");
+    let ep = h::endpoints().await.get(&format!("{hold}-2")).await.unwrap();
+    assert_eq!(ep.spec.container_id, retry, "incarnation 2 is the retry's");
+    println!(
+        "sticky retry: the ADD gave up after {} ms (code 11); the agent acknowledged {} ms after it came back; \
+         the retry got {ip} in {} ms",
+        gave_up.as_millis(),
+        acknowledged.as_millis(),
+        retry_took.as_millis()
+    );
+    delete_pod(&pod).await;
+    delete_statefulset(&sts).await;
+    drop(agent);
+    net.stop().await;
+}
+
