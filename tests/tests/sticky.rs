@@ -74,6 +74,14 @@ impl StickyNet {
         ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[pool], &args)
     }
 
+    /// Replaces the controller by a new process with `flags` (the old one
+    /// killed first, if it still runs); waits until the new one leads.
+    async fn start_controller(&mut self, flags: &[&str]) {
+        self.ctl.kill();
+        self.ctl = Self::controller(&self.pool, &self.cm, flags);
+        self.ctl.wait_leader().await;
+    }
+
     /// Waits until the controller created the claim of StatefulSet Pod `pod`.
     async fn claim_of(&self, pod: &str) -> IPAMClaim {
         let name = format!("{pod}.{}", self.pool);
@@ -751,6 +759,141 @@ fn signal(pid: u32, signal: &str) {
     assert!(ok, "kill {signal} {pid}");
 }
 
+/// Waits until Pod `pod`'s ADD waits in `pool`'s queue (its entry exists).
+async fn wait_queued(pool: &str, pod: &str) {
+    let needs: Api<netendpoint_crd::NetworkEndpointNeed> = Api::all(h::client().await);
+    h::wait_for(&format!("{pod}'s queue entry"), Duration::from_secs(15), || async {
+        let list = needs.list(&Default::default()).await.unwrap();
+        list.items.iter().any(|n| n.spec.pool == pool && n.spec.pod.name == pod)
+    })
+    .await;
+}
+
+/// Issue 33, item 1: a StatefulSet Pod recreated as kubelet does it (the
+/// old sandbox's DEL, the Pod object deleted and, after a gap, created
+/// again, then the new sandbox's ADD) gets its address back while another
+/// real Pod waits in the full pool's queue; the waiter gets an address
+/// released later, never the sticky one, and no address ever has two
+/// endpoints. With a gap of 2 s and the default `--pressure-after` (5 min);
+/// then with a gap of 10 s, longer than a `--pressure-after` of 3 s, where
+/// only the StatefulSet still wanting ordinal 0 spares the hold (the Pod
+/// object is absent for all but the last 500 ms of each gap, so the
+/// controller's read of the claim's Pod does not spare it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recreated_statefulset_pod_keeps_its_address_while_a_pod_waits_in_the_queue() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-queue");
+    let pool = h::unique("sticky-queue");
+    let range = json!({"subnet": "10.98.0.0/24", "rangeStart": "10.98.0.10", "rangeEnd": "10.98.0.14"});
+    let mut net = StickyNet::start(sticky_conf(&pool, range, &node, &[FIN], json!({}))).await;
+    let conf = net.conf.clone();
+    let agent = AgentProc::start(AgentOpts { delay: "0ms..300ms".into(), ..AgentOpts::new(&node, Some(FIN)) });
+    let watch = h::PoolWatch::start(&pool).await;
+
+    let sts = statefulset(&h::unique("web"), 1).await;
+    let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
+    net.claim_of(&pod).await;
+    let mut uid = pod_of(&sts, 0, &node).await;
+    let mut container = h::unique("web0");
+    let ip = add(&conf, &container, &pod, &uid).unwrap();
+    let hold = endpoint_name(&pool, ip.parse().unwrap());
+
+    // Four other real Pods on the node lease the other four addresses.
+    let mut others = std::collections::VecDeque::new();
+    for i in 0..4 {
+        let (name, pod_uid) = h::waiting_pod(&format!("other-{i}"), &node).await;
+        let cid = h::unique("other");
+        let got = add(&conf, &cid, &name, &pod_uid).unwrap();
+        assert_ne!(got, ip);
+        others.push_back((name, cid, got));
+    }
+    h::wait_for_summary(&pool).await;
+
+    let mut waiters = Vec::new();
+    let mut figures = Vec::new();
+    for (gap, pressure_after) in [(Duration::from_secs(2), None), (Duration::from_secs(10), Some("3s"))] {
+        if let Some(after) = pressure_after {
+            net.start_controller(&["--pressure-after", after]).await;
+        }
+        // A real Pod's ADD waits in the full pool.
+        let (waiter, waiter_uid) = h::waiting_pod("waiter", &node).await;
+        let waiter_cid = h::unique("waiter");
+        let mut waiter_conf = conf.clone();
+        waiter_conf["ipam"]["waitForRelease"] = json!("30s");
+        let waiting = {
+            let (c, w, u, cid) = (waiter_conf, waiter.clone(), waiter_uid, waiter_cid.clone());
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let got = add(&c, &cid, &w, &u);
+                (got, t.elapsed(), Instant::now())
+            })
+        };
+        wait_queued(&pool, &waiter).await;
+
+        // kubelet recreates web-0: the old sandbox's DEL, the Pod object
+        // deleted; the StatefulSet creates it again late in the gap; the
+        // new sandbox's ADD at its end.
+        let started = Instant::now();
+        h::cni_del(&conf, &container);
+        delete_pod(&pod).await;
+        tokio::time::sleep(gap - Duration::from_millis(500)).await;
+        uid = pod_of(&sts, 0, &node).await;
+        tokio::time::sleep(gap.saturating_sub(started.elapsed())).await;
+        container = h::unique("web0");
+        let t = Instant::now();
+        let got = add(&conf, &container, &pod, &uid)
+            .unwrap_or_else(|e| panic!("web-0 after a gap of {gap:?}: {e:?}\n{}", net.ctl.log()));
+        let (add_took, recreated) = (t.elapsed(), started.elapsed());
+        assert_eq!(got, ip, "web-0 keeps its address after a gap of {gap:?}\n{}", net.ctl.log());
+        assert!(!waiting.is_finished(), "the waiter still waits: nothing was free for it");
+
+        // One of the other Pods goes: the waiter gets its address.
+        let (other, other_cid, other_ip) = others.pop_front().unwrap();
+        let released = Instant::now();
+        h::cni_del(&conf, &other_cid);
+        delete_pod(&other).await;
+        let (res, waited, served) = waiting.join().unwrap();
+        let waiter_ip = res.unwrap_or_else(|e| panic!("the waiter: {e:?}\n{}", net.ctl.log()));
+        assert_ne!(waiter_ip, ip, "the waiter never gets web-0's address");
+        assert_eq!(waiter_ip, other_ip, "the waiter gets the address released for it");
+        figures.push(format!(
+            "gap {} s{}: web-0 back with {ip} {} ms after its DEL (its ADD {} ms); the waiter waited {} ms, \
+             served {} ms after the release",
+            gap.as_secs(),
+            pressure_after.map(|a| format!(" (--pressure-after {a})")).unwrap_or_default(),
+            recreated.as_millis(),
+            add_took.as_millis(),
+            waited.as_millis(),
+            served.duration_since(released).as_millis()
+        ));
+        waiters.push(waiter.clone());
+        others.push_back((waiter, waiter_cid, waiter_ip));
+    }
+
+    h::wait_converged(&agent, &[&pool], "after the recreations").await;
+    let seen = watch.stop().await;
+    assert_eq!(one_holder_per_ip(&seen, &pod), 3, "web-0's first ADD and its two recreations");
+    let strangers: Vec<_> = seen.iter().filter(|s| !s.hold && s.ip == ip && s.pod != pod).collect();
+    assert!(strangers.is_empty(), "only web-0 ever had an endpoint of {ip}: {strangers:?}");
+    let ended = events_about(&hold, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
+    assert!(ended.is_empty(), "web-0's hold never ended: {ended:?}");
+    let a = analyze(&agent.events());
+    assert_eq!(a.lost_rules.len(), 0, "{:?}", a.lost_rules);
+    assert_eq!(a.out_of_order().count(), 0, "a new holder's add came before the old holder's remove");
+    for f in &figures {
+        println!("sticky with a waiter in the queue, pool of 5: {f}");
+    }
+
+    delete_pod(&pod).await;
+    for (name, cid, _) in &others {
+        h::cni_del(&conf, cid);
+        delete_pod(name).await;
+    }
+    delete_statefulset(&sts).await;
+    drop(agent);
+    net.stop().await;
+}
+
 /// Issue 33, item 2, a retry always converges: a recreation's ADD that ran
 /// out of `waitForOld` (3 s; the agent was stalled on the previous
 /// incarnation's finalizer) fails with code 11, withdraws its request and
@@ -824,4 +967,3 @@ async fn a_sticky_retry_after_waitforold_ran_out_gets_the_address_at_once() {
     drop(agent);
     net.stop().await;
 }
-
