@@ -74,6 +74,11 @@ impl StickyNet {
         ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[pool], &args)
     }
 
+    /// Stops the controller (SIGKILL): nobody serves the pool's holds and queue.
+    fn stop_controller(&mut self) {
+        self.ctl.kill();
+    }
+
     /// Replaces the controller by a new process with `flags` (the old one
     /// killed first, if it still runs); waits until the new one leads.
     async fn start_controller(&mut self, flags: &[&str]) {
@@ -961,6 +966,96 @@ async fn a_sticky_retry_after_waitforold_ran_out_gets_the_address_at_once() {
         gave_up.as_millis(),
         acknowledged.as_millis(),
         retry_took.as_millis()
+    );
+    delete_pod(&pod).await;
+    delete_statefulset(&sts).await;
+    drop(agent);
+    net.stop().await;
+}
+
+/// Issue 33, item 3: the controller is down for 30 s across a recreation.
+/// kubelet keeps retrying the new sandbox (each ADD runs out of its
+/// `waitForOld` of 5 s with code 11, then its sandbox's DEL, then a pause
+/// of 1 s); once a controller leads again, the first ADD that starts after
+/// it gets the claim's address, and no failed sandbox ever got an
+/// incarnation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recreation_across_a_30_s_controller_outage_gets_its_address_on_the_first_retry_after() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-outage");
+    let pool = h::unique("sticky-outage");
+    let range = json!({"subnet": "10.100.0.0/24", "rangeStart": "10.100.0.10", "rangeEnd": "10.100.0.12"});
+    let mut net =
+        StickyNet::start(sticky_conf(&pool, range, &node, &[FIN], json!({"sticky": {"waitForOld": "5s"}}))).await;
+    let conf = net.conf.clone();
+    let agent = AgentProc::start(AgentOpts::new(&node, Some(FIN)));
+    let watch = h::PoolWatch::start(&pool).await;
+
+    let sts = statefulset(&h::unique("outage"), 1).await;
+    let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
+    net.claim_of(&pod).await;
+    let uid = pod_of(&sts, 0, &node).await;
+    let first = h::unique("first");
+    let ip = add(&conf, &first, &pod, &uid).unwrap();
+
+    // The controller goes; web-0 is recreated meanwhile.
+    net.stop_controller();
+    let down = Instant::now();
+    h::cni_del(&conf, &first);
+    let uid = recreate(&sts, 0, &node).await;
+    // kubelet: sandbox after sandbox until one gets its address.
+    let kubelet = {
+        let (conf, pod, uid) = (conf.clone(), pod.clone(), uid.clone());
+        std::thread::spawn(move || {
+            let mut tries = Vec::new();
+            loop {
+                let cid = h::unique("sandbox");
+                let start = Instant::now();
+                let got = add(&conf, &cid, &pod, &uid);
+                let ok = got.is_ok();
+                if !ok {
+                    h::cni_del(&conf, &cid);
+                }
+                tries.push((cid, start, Instant::now(), got));
+                if ok || tries.len() > 20 {
+                    return tries;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(down.elapsed())).await;
+    let restarted = Instant::now();
+    net.start_controller(&[]).await;
+    let leads = Instant::now();
+    let tries = kubelet.join().unwrap();
+
+    let (last_cid, last_start, last_end, last) = tries.last().unwrap();
+    let got = last.clone().unwrap_or_else(|e| panic!("no try got an address: {e:?}\n{}", net.ctl.log()));
+    assert_eq!(got, ip, "web-0 keeps its address across the outage");
+    let failed: Vec<&String> = tries.iter().filter(|t| t.3.is_err()).map(|t| &t.0).collect();
+    for (cid, start, _, res) in &tries[..tries.len() - 1] {
+        let (code, msg) = res.clone().unwrap_err();
+        assert!(*start < leads, "{cid}, started after the controller led, failed: {msg}");
+        assert_eq!(code, 11, "{cid}: {msg}");
+    }
+    assert!(failed.len() >= 4, "the outage made tries fail: {}", failed.len());
+    h::wait_converged(&agent, &[&pool], "after the outage").await;
+    let seen = watch.stop().await;
+    let of_failed: Vec<_> = seen.iter().filter(|s| failed.contains(&&s.container)).collect();
+    assert!(of_failed.is_empty(), "no incarnation of a failed sandbox: {of_failed:?}");
+    assert_eq!(one_holder_per_ip(&seen, &pod), 2, "the first ADD and the successful try");
+    assert!(seen.iter().any(|s| !s.hold && &s.container == last_cid), "the successful try has its endpoint");
+    println!(
+        "sticky across a controller outage of {} s: {} tries failed with code 11 meanwhile; the new controller led \
+         {} ms after it started; web-0 got {ip} {} ms after that, by a try that took {} ms ({} ms from its start \
+         to the leader)",
+        restarted.duration_since(down).as_secs(),
+        failed.len(),
+        leads.duration_since(restarted).as_millis(),
+        last_end.saturating_duration_since(leads).as_millis(),
+        last_end.duration_since(*last_start).as_millis(),
+        leads.saturating_duration_since(*last_start).as_millis()
     );
     delete_pod(&pod).await;
     delete_statefulset(&sts).await;
