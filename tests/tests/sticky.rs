@@ -1046,16 +1046,19 @@ async fn a_recreation_across_a_30_s_controller_outage_gets_its_address_on_the_fi
     assert!(of_failed.is_empty(), "no incarnation of a failed sandbox: {of_failed:?}");
     assert_eq!(one_holder_per_ip(&seen, &pod), 2, "the first ADD and the successful try");
     assert!(seen.iter().any(|s| !s.hold && &s.container == last_cid), "the successful try has its endpoint");
+    let start = if *last_start >= leads {
+        format!("started {} ms after it led", last_start.duration_since(leads).as_millis())
+    } else {
+        format!("in flight when it led, started {} ms before", leads.duration_since(*last_start).as_millis())
+    };
     println!(
         "sticky across a controller outage of {} s: {} tries failed with code 11 meanwhile; the new controller led \
-         {} ms after it started; web-0 got {ip} {} ms after that, by a try that took {} ms ({} ms from its start \
-         to the leader)",
+         {} ms after it started; web-0 got {ip} {} ms after that, by a try that took {} ms ({start})",
         restarted.duration_since(down).as_secs(),
         failed.len(),
         leads.duration_since(restarted).as_millis(),
         last_end.saturating_duration_since(leads).as_millis(),
         last_end.duration_since(*last_start).as_millis(),
-        leads.saturating_duration_since(*last_start).as_millis()
     );
     delete_pod(&pod).await;
     delete_statefulset(&sts).await;
