@@ -716,21 +716,31 @@ impl Pass<'_> {
     fn pressure(&mut self, pool: &str, family: Option<IpFamily>, why: PressureFor) -> bool {
         let ripe = self.secs() - i64::try_from(self.settings.pressure_after.as_secs()).unwrap_or(i64::MAX);
         let idle_since = |h: &Hold| self.memory.holds_idle.remembered().get(&h.uid).copied();
+        // Keyed by hold and waiting ADD, not by the hold alone: the executor
+        // may refuse after its own reads, and a refusal must not keep the
+        // hold from its other ends (stickyFor, its claim) or from another
+        // waiting ADD.
+        let key = |h: &Hold| format!("{}#pressure#{}@{}", h.uid, why.entry, why.version);
         let hold = self
             .world
             .holds
             .iter()
             .filter(|h| h.pool == pool && family.is_none_or(|f| f == IpFamily::of(h.ip)))
-            .filter(|h| !h.releasing && self.idle(h) && !self.memory.acted.contains(&h.uid))
+            .filter(|h| {
+                !h.releasing
+                    && self.idle(h)
+                    && !self.memory.acted.contains(&h.uid)
+                    && !self.memory.acted.contains(&key(h))
+            })
             .filter(|h| idle_since(h).is_some_and(|t| t <= ripe))
             .filter(|h| self.known_full(pool, h.ip) && !self.ordinal_wanted(h))
             .min_by_key(|h| idle_since(h).unwrap_or(i64::MAX))
             .cloned();
         if let Some(hold) = hold {
-            let uid = hold.uid.clone();
+            let key = key(&hold);
             let action =
                 Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure, for_waiter: Some(why) };
-            self.act(uid, action);
+            self.act(key, action);
             return true;
         }
         let legacy = self.oldest_legacy_hold(pool).filter(|l| {
