@@ -1065,3 +1065,82 @@ async fn a_recreation_across_a_30_s_controller_outage_gets_its_address_on_the_fi
     drop(agent);
     net.stop().await;
 }
+
+/// A hold whose end by pool pressure the controller refused (its Pod
+/// object still exists) still ends for its other reasons: StatefulSet
+/// `web` is scaled from 2 to 1 while `web-1`'s sandbox is gone but its Pod
+/// object remains, and a real Pod waits in the full pool. The controller
+/// tries pressure on web-1's hold, refuses it on reading the Pod, then
+/// deletes web-1's claim (scaled down, seen twice) and ends the hold for
+/// that; the waiter gets web-1's address within its wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_whose_pressure_was_refused_still_ends_when_its_statefulset_scales_down() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-refused");
+    let pool = h::unique("sticky-refused");
+    let range = json!({"subnet": "10.101.0.0/24", "rangeStart": "10.101.0.10", "rangeEnd": "10.101.0.12"});
+    let net =
+        StickyNet::start_with(sticky_conf(&pool, range, &node, &[], json!({})), &["--pressure-after", "3s"]).await;
+    let conf = net.conf.clone();
+
+    let sts = statefulset(&h::unique("web"), 2).await;
+    let name = sts.metadata.name.clone().unwrap();
+    let mut ips = Vec::new();
+    let mut sandboxes = Vec::new();
+    for o in 0..2 {
+        let pod = format!("{name}-{o}");
+        net.claim_of(&pod).await;
+        let uid = pod_of(&sts, o, &node).await;
+        let cid = h::unique("web");
+        ips.push(add(&conf, &cid, &pod, &uid).unwrap());
+        sandboxes.push(cid);
+    }
+    // web-1's sandbox goes; its Pod object stays. A filler fills the pool.
+    h::cni_del(&conf, &sandboxes[1]);
+    let hold1 = endpoint_name(&pool, ips[1].parse().unwrap());
+    let (filler, filler_uid) = h::waiting_pod("filler", &node).await;
+    let filler_cid = h::unique("filler");
+    add(&conf, &filler_cid, &filler, &filler_uid).unwrap();
+    h::wait_for_summary(&pool).await;
+
+    // A real Pod waits; web-1's hold is idle for longer than --pressure-after,
+    // and spared while the StatefulSet wants ordinal 1.
+    let (waiter, waiter_uid) = h::waiting_pod("waiter", &node).await;
+    let waiting = {
+        let mut c = conf.clone();
+        c["ipam"]["waitForRelease"] = json!("30s");
+        let (w, u, cid) = (waiter.clone(), waiter_uid, h::unique("waiter"));
+        std::thread::spawn(move || add(&c, &cid, &w, &u))
+    };
+    wait_queued(&pool, &waiter).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!h::lease_gone(&hold1).await, "web-1's hold is spared while its ordinal is wanted");
+
+    // Scaled down: pressure picks web-1's hold, and the controller refuses
+    // it on reading web-1's Pod; then the claim goes, and the hold with it.
+    let sts_api = Api::<StatefulSet>::namespaced(h::client().await, NS);
+    let scaled = Instant::now();
+    sts_api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    let refused = format!("pool pressure ends no hold hold={hold1}");
+    h::wait_for("the refused pressure attempt", Duration::from_secs(15), || async {
+        net.ctl.log().lines().any(|l| l.contains(&refused) && l.contains("exists: its identity is coming back"))
+    })
+    .await;
+    let got = waiting.join().unwrap().unwrap_or_else(|e| panic!("the waiter: {e:?}\n{}", net.ctl.log()));
+    let served = scaled.elapsed();
+    assert_eq!(got, ips[1], "the waiter gets web-1's address once its hold ended");
+    let ended = events_about(&hold1, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
+    assert!(ended.iter().any(|n| n.contains("its claim was deleted")), "{ended:?}\n{}", net.ctl.log());
+    println!(
+        "a hold whose pressure was refused: the waiter got web-1's address {} ms after the scale-down",
+        served.as_millis()
+    );
+
+    for o in 0..2 {
+        delete_pod(&format!("{name}-{o}")).await;
+    }
+    delete_pod(&filler).await;
+    delete_pod(&waiter).await;
+    delete_statefulset(&sts).await;
+    net.stop().await;
+}
