@@ -349,6 +349,14 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
     pass.decision
 }
 
+/// The key of a decision to end `hold` for its own reasons: per
+/// resourceVersion, since the executor's releasing patch tests it. A
+/// request that landed in between wins, and once the hold has changed the
+/// end is decided again.
+fn end_key(hold: &Hold) -> String {
+    format!("{}#end@{}", hold.uid, hold.resource_version)
+}
+
 struct Pass<'a> {
     world: &'a World,
     settings: &'a Settings,
@@ -729,7 +737,7 @@ impl Pass<'_> {
             .filter(|h| {
                 !h.releasing
                     && self.idle(h)
-                    && !self.memory.acted.contains(&h.uid)
+                    && !self.memory.acted.contains(&end_key(h))
                     && !self.memory.acted.contains(&key(h))
             })
             .filter(|h| idle_since(h).is_some_and(|t| t <= ripe))
@@ -817,7 +825,7 @@ impl Pass<'_> {
                     && self.sighted(seen, sticky_for)
                 {
                     self.act(
-                        hold.uid.clone(),
+                        end_key(hold),
                         Action::ReleaseHold {
                             hold: Box::new(hold.clone()),
                             reason: HoldEnd::Expired,
@@ -841,7 +849,7 @@ impl Pass<'_> {
                 let seen = self.memory.evidence.see((hold.uid.clone(), r), now);
                 if seen.repeated {
                     self.act(
-                        hold.uid.clone(),
+                        end_key(hold),
                         Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r, for_waiter: None },
                     );
                 } else {

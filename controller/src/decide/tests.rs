@@ -380,6 +380,38 @@ fn a_hold_without_an_incarnation_ends_after_sticky_for_and_a_live_one_never_does
 }
 
 #[test]
+fn a_hold_end_that_a_request_overtook_is_decided_again() {
+    // The executor's releasing patch tests the hold's resourceVersion: a
+    // request that landed in between wins. Once that request is gone again
+    // (refused, withdrawn), the end is decided again for the new version.
+    let s = settings();
+    let mut w = world(vec![]);
+    w.holds = vec![hold("10.0.0.5", 0, None)];
+    w.holds[0].pending = None;
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["release hold p.10.0.0.5 Expired"]);
+    assert!(decide(&w, &s, &mut m, t(3602)).actions.is_empty(), "decided once per version");
+    // A request overtook it (the patch failed on the version); its ADD gave up and withdrew it.
+    w.holds = vec![hold("10.0.0.5", 0, Some(1))];
+    w.holds[0].resource_version = "6".into();
+    decide(&w, &s, &mut m, t(3603));
+    w.holds[0].pending = None;
+    w.holds[0].resource_version = "7".into();
+    decide(&w, &s, &mut m, t(3604));
+    assert!(decide(&w, &s, &mut m, t(7204)).actions.is_empty(), "stickyFor counts from the new idle sighting");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(7205))), ["release hold p.10.0.0.5 Expired"]);
+    // Its claim deleted: the same for ClaimGone.
+    let mut w = with_claim(world(vec![]), "k2", &[]);
+    w.holds = vec![hold("10.0.0.5", 1, None)];
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(1))), ["release hold p.10.0.0.5 ClaimGone"]);
+    w.holds[0].resource_version = "6".into();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(2))), ["release hold p.10.0.0.5 ClaimGone"], "the new version");
+}
+
+#[test]
 fn pool_pressure_ends_the_oldest_hold_idle_for_pressure_after_only_when_no_other_release_can_serve() {
     let s = settings();
     let mut w = world(vec![Lease::test("10.0.0.3")]);
