@@ -349,6 +349,14 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
     pass.decision
 }
 
+/// The key of a decision to end `hold` for its own reasons: per
+/// resourceVersion, since the executor's releasing patch tests it. A
+/// request that landed in between wins, and once the hold has changed the
+/// end is decided again.
+fn end_key(hold: &Hold) -> String {
+    format!("{}#end@{}", hold.uid, hold.resource_version)
+}
+
 struct Pass<'a> {
     world: &'a World,
     settings: &'a Settings,
@@ -716,21 +724,31 @@ impl Pass<'_> {
     fn pressure(&mut self, pool: &str, family: Option<IpFamily>, why: PressureFor) -> bool {
         let ripe = self.secs() - i64::try_from(self.settings.pressure_after.as_secs()).unwrap_or(i64::MAX);
         let idle_since = |h: &Hold| self.memory.holds_idle.remembered().get(&h.uid).copied();
+        // Keyed by hold and waiting ADD, not by the hold alone: the executor
+        // may refuse after its own reads, and a refusal must not keep the
+        // hold from its other ends (stickyFor, its claim) or from another
+        // waiting ADD.
+        let key = |h: &Hold| format!("{}#pressure#{}@{}", h.uid, why.entry, why.version);
         let hold = self
             .world
             .holds
             .iter()
             .filter(|h| h.pool == pool && family.is_none_or(|f| f == IpFamily::of(h.ip)))
-            .filter(|h| !h.releasing && self.idle(h) && !self.memory.acted.contains(&h.uid))
+            .filter(|h| {
+                !h.releasing
+                    && self.idle(h)
+                    && !self.memory.acted.contains(&end_key(h))
+                    && !self.memory.acted.contains(&key(h))
+            })
             .filter(|h| idle_since(h).is_some_and(|t| t <= ripe))
             .filter(|h| self.known_full(pool, h.ip) && !self.ordinal_wanted(h))
             .min_by_key(|h| idle_since(h).unwrap_or(i64::MAX))
             .cloned();
         if let Some(hold) = hold {
-            let uid = hold.uid.clone();
+            let key = key(&hold);
             let action =
                 Action::ReleaseHold { hold: Box::new(hold), reason: HoldEnd::PoolPressure, for_waiter: Some(why) };
-            self.act(uid, action);
+            self.act(key, action);
             return true;
         }
         let legacy = self.oldest_legacy_hold(pool).filter(|l| {
@@ -807,7 +825,7 @@ impl Pass<'_> {
                     && self.sighted(seen, sticky_for)
                 {
                     self.act(
-                        hold.uid.clone(),
+                        end_key(hold),
                         Action::ReleaseHold {
                             hold: Box::new(hold.clone()),
                             reason: HoldEnd::Expired,
@@ -831,7 +849,7 @@ impl Pass<'_> {
                 let seen = self.memory.evidence.see((hold.uid.clone(), r), now);
                 if seen.repeated {
                     self.act(
-                        hold.uid.clone(),
+                        end_key(hold),
                         Action::ReleaseHold { hold: Box::new(hold.clone()), reason: r, for_waiter: None },
                     );
                 } else {

@@ -23,6 +23,8 @@ pub struct Seen {
     pub pod: String,
     /// The lease's address.
     pub ip: String,
+    /// The sandbox (container ID) it is the endpoint of.
+    pub container: String,
     /// True for a sticky hold (no endpoint: agents skip it).
     pub hold: bool,
 }
@@ -66,7 +68,8 @@ impl PoolWatch {
                     let hold = ep.is_hold();
                     let pod = ep.spec.pod.as_ref().map(|p| p.name.clone()).unwrap_or_default();
                     let (name, uid) = (ep.metadata.name.unwrap(), ep.metadata.uid.unwrap());
-                    out.lock().unwrap().push(Seen { kind, name, uid, pod, ip: ep.spec.ip, hold });
+                    let container = ep.spec.container_id;
+                    out.lock().unwrap().push(Seen { kind, name, uid, pod, ip: ep.spec.ip, container, hold });
                 }
             }
         });

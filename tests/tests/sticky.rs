@@ -61,12 +61,30 @@ impl StickyNet {
         }))
         .unwrap();
         cms.create(&PostParams::default(), &obj).await.unwrap();
+        let ctl = Self::controller(&pool, &cm, flags);
+        ctl.wait_leader().await;
+        Self { pool, conf, cm, ctl }
+    }
+
+    /// A new controller process for `pool`, reading ConfigMap `cm`, with `flags`.
+    fn controller(pool: &str, cm: &str, flags: &[&str]) -> ControllerProc {
         let net_conf = format!("{NS}/{cm}");
         let mut args = vec!["--net-conf", net_conf.as_str(), "--pod-gone-grace", "off"];
         args.extend_from_slice(flags);
-        let ctl = ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[&pool], &args);
-        ctl.wait_leader().await;
-        Self { pool, conf, cm, ctl }
+        ControllerProc::start(&h::unique("sticky-ctl"), &h::unique("sticky-ctl"), &[pool], &args)
+    }
+
+    /// Stops the controller (SIGKILL): nobody serves the pool's holds and queue.
+    fn stop_controller(&mut self) {
+        self.ctl.kill();
+    }
+
+    /// Replaces the controller by a new process with `flags` (the old one
+    /// killed first, if it still runs); waits until the new one leads.
+    async fn start_controller(&mut self, flags: &[&str]) {
+        self.ctl.kill();
+        self.ctl = Self::controller(&self.pool, &self.cm, flags);
+        self.ctl.wait_leader().await;
     }
 
     /// Waits until the controller created the claim of StatefulSet Pod `pod`.
@@ -738,4 +756,391 @@ async fn migrate_vmi(name: &str, target: &str) {
 async fn delete_vmi(name: &str) {
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(h::client().await, NS, &vmis_resource());
     let _ = api.delete(name, &DeleteParams::default()).await;
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success();
+    assert!(ok, "kill {signal} {pid}");
+}
+
+/// Waits until Pod `pod`'s ADD waits in `pool`'s queue (its entry exists).
+async fn wait_queued(pool: &str, pod: &str) {
+    let needs: Api<netendpoint_crd::NetworkEndpointNeed> = Api::all(h::client().await);
+    h::wait_for(&format!("{pod}'s queue entry"), Duration::from_secs(15), || async {
+        let list = needs.list(&Default::default()).await.unwrap();
+        list.items.iter().any(|n| n.spec.pool == pool && n.spec.pod.name == pod)
+    })
+    .await;
+}
+
+/// Issue 33, item 1: a StatefulSet Pod recreated as kubelet does it (the
+/// old sandbox's DEL, the Pod object deleted and, after a gap, created
+/// again, then the new sandbox's ADD) gets its address back while another
+/// real Pod waits in the full pool's queue; the waiter gets an address
+/// released later, never the sticky one, and no address ever has two
+/// endpoints. With a gap of 2 s and the default `--pressure-after` (5 min);
+/// then with a gap of 10 s, longer than a `--pressure-after` of 3 s, where
+/// only the StatefulSet still wanting ordinal 0 spares the hold (the Pod
+/// object is absent for all but the last 500 ms of each gap, so the
+/// controller's read of the claim's Pod does not spare it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recreated_statefulset_pod_keeps_its_address_while_a_pod_waits_in_the_queue() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-queue");
+    let pool = h::unique("sticky-queue");
+    let range = json!({"subnet": "10.98.0.0/24", "rangeStart": "10.98.0.10", "rangeEnd": "10.98.0.14"});
+    let mut net = StickyNet::start(sticky_conf(&pool, range, &node, &[FIN], json!({}))).await;
+    let conf = net.conf.clone();
+    let agent = AgentProc::start(AgentOpts { delay: "0ms..300ms".into(), ..AgentOpts::new(&node, Some(FIN)) });
+    let watch = h::PoolWatch::start(&pool).await;
+
+    let sts = statefulset(&h::unique("web"), 1).await;
+    let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
+    net.claim_of(&pod).await;
+    let mut uid = pod_of(&sts, 0, &node).await;
+    let mut container = h::unique("web0");
+    let ip = add(&conf, &container, &pod, &uid).unwrap();
+    let hold = endpoint_name(&pool, ip.parse().unwrap());
+
+    // Four other real Pods on the node lease the other four addresses.
+    let mut others = std::collections::VecDeque::new();
+    for i in 0..4 {
+        let (name, pod_uid) = h::waiting_pod(&format!("other-{i}"), &node).await;
+        let cid = h::unique("other");
+        let got = add(&conf, &cid, &name, &pod_uid).unwrap();
+        assert_ne!(got, ip);
+        others.push_back((name, cid, got));
+    }
+    h::wait_for_summary(&pool).await;
+
+    let mut waiters = Vec::new();
+    let mut figures = Vec::new();
+    for (gap, pressure_after) in [(Duration::from_secs(2), None), (Duration::from_secs(10), Some("3s"))] {
+        if let Some(after) = pressure_after {
+            net.start_controller(&["--pressure-after", after]).await;
+        }
+        // A real Pod's ADD waits in the full pool.
+        let (waiter, waiter_uid) = h::waiting_pod("waiter", &node).await;
+        let waiter_cid = h::unique("waiter");
+        let mut waiter_conf = conf.clone();
+        waiter_conf["ipam"]["waitForRelease"] = json!("30s");
+        let waiting = {
+            let (c, w, u, cid) = (waiter_conf, waiter.clone(), waiter_uid, waiter_cid.clone());
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let got = add(&c, &cid, &w, &u);
+                (got, t.elapsed(), Instant::now())
+            })
+        };
+        wait_queued(&pool, &waiter).await;
+
+        // kubelet recreates web-0: the old sandbox's DEL, the Pod object
+        // deleted; the StatefulSet creates it again late in the gap; the
+        // new sandbox's ADD at its end.
+        let started = Instant::now();
+        h::cni_del(&conf, &container);
+        delete_pod(&pod).await;
+        tokio::time::sleep(gap - Duration::from_millis(500)).await;
+        uid = pod_of(&sts, 0, &node).await;
+        tokio::time::sleep(gap.saturating_sub(started.elapsed())).await;
+        container = h::unique("web0");
+        let t = Instant::now();
+        let got = add(&conf, &container, &pod, &uid)
+            .unwrap_or_else(|e| panic!("web-0 after a gap of {gap:?}: {e:?}\n{}", net.ctl.log()));
+        let (add_took, recreated) = (t.elapsed(), started.elapsed());
+        assert_eq!(got, ip, "web-0 keeps its address after a gap of {gap:?}\n{}", net.ctl.log());
+        assert!(!waiting.is_finished(), "the waiter still waits: nothing was free for it");
+
+        // One of the other Pods goes: the waiter gets its address.
+        let (other, other_cid, other_ip) = others.pop_front().unwrap();
+        let released = Instant::now();
+        h::cni_del(&conf, &other_cid);
+        delete_pod(&other).await;
+        let (res, waited, served) = waiting.join().unwrap();
+        let waiter_ip = res.unwrap_or_else(|e| panic!("the waiter: {e:?}\n{}", net.ctl.log()));
+        assert_ne!(waiter_ip, ip, "the waiter never gets web-0's address");
+        assert_eq!(waiter_ip, other_ip, "the waiter gets the address released for it");
+        figures.push(format!(
+            "gap {} s{}: web-0 back with {ip} {} ms after its DEL (its ADD {} ms); the waiter waited {} ms, \
+             served {} ms after the release",
+            gap.as_secs(),
+            pressure_after.map(|a| format!(" (--pressure-after {a})")).unwrap_or_default(),
+            recreated.as_millis(),
+            add_took.as_millis(),
+            waited.as_millis(),
+            served.duration_since(released).as_millis()
+        ));
+        waiters.push(waiter.clone());
+        others.push_back((waiter, waiter_cid, waiter_ip));
+    }
+
+    h::wait_converged(&agent, &[&pool], "after the recreations").await;
+    let seen = watch.stop().await;
+    assert_eq!(one_holder_per_ip(&seen, &pod), 3, "web-0's first ADD and its two recreations");
+    let strangers: Vec<_> = seen.iter().filter(|s| !s.hold && s.ip == ip && s.pod != pod).collect();
+    assert!(strangers.is_empty(), "only web-0 ever had an endpoint of {ip}: {strangers:?}");
+    let ended = events_about(&hold, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
+    assert!(ended.is_empty(), "web-0's hold never ended: {ended:?}");
+    let a = analyze(&agent.events());
+    assert_eq!(a.lost_rules.len(), 0, "{:?}", a.lost_rules);
+    assert_eq!(a.out_of_order().count(), 0, "a new holder's add came before the old holder's remove");
+    for f in &figures {
+        println!("sticky with a waiter in the queue, pool of 5: {f}");
+    }
+
+    delete_pod(&pod).await;
+    for (name, cid, _) in &others {
+        h::cni_del(&conf, cid);
+        delete_pod(name).await;
+    }
+    delete_statefulset(&sts).await;
+    drop(agent);
+    net.stop().await;
+}
+
+/// Issue 33, item 2, a retry always converges: a recreation's ADD that ran
+/// out of `waitForOld` (3 s; the agent was stalled on the previous
+/// incarnation's finalizer) fails with code 11, withdraws its request and
+/// gets its sandbox's DEL; once the agent is back, the next ADD (a new
+/// sandbox of the same Pod) gets the address at once, and no incarnation
+/// of the failed sandbox ever appears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sticky_retry_after_waitforold_ran_out_gets_the_address_at_once() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-retry");
+    let pool = h::unique("sticky-retry");
+    let range = json!({"subnet": "10.99.0.0/24", "rangeStart": "10.99.0.10", "rangeEnd": "10.99.0.12"});
+    let net = StickyNet::start(sticky_conf(&pool, range, &node, &[FIN], json!({"sticky": {"waitForOld": "3s"}}))).await;
+    let conf = net.conf.clone();
+    let agent = AgentProc::start(AgentOpts::new(&node, Some(FIN)));
+    let watch = h::PoolWatch::start(&pool).await;
+
+    let sts = statefulset(&h::unique("retry"), 1).await;
+    let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
+    net.claim_of(&pod).await;
+    let uid = pod_of(&sts, 0, &node).await;
+    let first = h::unique("first");
+    let ip = add(&conf, &first, &pod, &uid).unwrap();
+    let hold = endpoint_name(&pool, ip.parse().unwrap());
+
+    // The agent stalls; web-0 is recreated; the old incarnation waits for
+    // the agent's finalizer, so the new ADD runs out of waitForOld.
+    signal(agent.child.id(), "-STOP");
+    let uid = recreate(&sts, 0, &node).await;
+    h::cni_del(&conf, &first);
+    let failed = h::unique("failed");
+    let t = Instant::now();
+    let (code, msg) = add(&conf, &failed, &pod, &uid).unwrap_err();
+    let gave_up = t.elapsed();
+    assert_eq!(code, 11, "{msg}");
+    assert!(msg.contains("acknowledgement of incarnation 1"), "says what it waits for: {msg}");
+    // The runtime tears the failed sandbox down.
+    h::cni_del(&conf, &failed);
+    let request = h::endpoints().await.get(&hold).await.unwrap().status.and_then(|s| s.request);
+    assert!(request.is_none(), "the failed ADD withdrew its request: {request:?}");
+
+    // The agent comes back and acknowledges; kubelet retries with a new sandbox.
+    signal(agent.child.id(), "-CONT");
+    let back = Instant::now();
+    let previous = format!("{hold}-1");
+    h::wait_for("incarnation 1 to go", Duration::from_secs(30), || h::lease_gone(&previous)).await;
+    let acknowledged = back.elapsed();
+    let retry = h::unique("retry");
+    let t = Instant::now();
+    let got = add(&conf, &retry, &pod, &uid).unwrap_or_else(|e| panic!("the retry: {e:?}\n{}", net.ctl.log()));
+    let retry_took = t.elapsed();
+    assert_eq!(got, ip, "the retry gets the claim's address");
+    assert!(retry_took < Duration::from_secs(3), "the retry waited for nothing: {retry_took:?}");
+
+    h::wait_converged(&agent, &[&pool], "after the retry").await;
+    let seen = watch.stop().await;
+    let of_failed: Vec<_> = seen.iter().filter(|s| s.container == failed).collect();
+    assert!(of_failed.is_empty(), "no incarnation of the failed sandbox: {of_failed:?}");
+    assert_eq!(one_holder_per_ip(&seen, &pod), 2, "the first ADD and the retry");
+    let ep = h::endpoints().await.get(&format!("{hold}-2")).await.unwrap();
+    assert_eq!(ep.spec.container_id, retry, "incarnation 2 is the retry's");
+    println!(
+        "sticky retry: the ADD gave up after {} ms (code 11); the agent acknowledged {} ms after it came back; \
+         the retry got {ip} in {} ms",
+        gave_up.as_millis(),
+        acknowledged.as_millis(),
+        retry_took.as_millis()
+    );
+    delete_pod(&pod).await;
+    delete_statefulset(&sts).await;
+    drop(agent);
+    net.stop().await;
+}
+
+/// Issue 33, item 3: the controller is down for 30 s across a recreation.
+/// kubelet keeps retrying the new sandbox (each ADD runs out of its
+/// `waitForOld` of 5 s with code 11, then its sandbox's DEL, then a pause
+/// of 1 s); once a controller leads again, the first ADD that starts after
+/// it gets the claim's address, and no failed sandbox ever got an
+/// incarnation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recreation_across_a_30_s_controller_outage_gets_its_address_on_the_first_retry_after() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-outage");
+    let pool = h::unique("sticky-outage");
+    let range = json!({"subnet": "10.100.0.0/24", "rangeStart": "10.100.0.10", "rangeEnd": "10.100.0.12"});
+    let mut net =
+        StickyNet::start(sticky_conf(&pool, range, &node, &[FIN], json!({"sticky": {"waitForOld": "5s"}}))).await;
+    let conf = net.conf.clone();
+    let agent = AgentProc::start(AgentOpts::new(&node, Some(FIN)));
+    let watch = h::PoolWatch::start(&pool).await;
+
+    let sts = statefulset(&h::unique("outage"), 1).await;
+    let pod = format!("{}-0", sts.metadata.name.as_deref().unwrap());
+    net.claim_of(&pod).await;
+    let uid = pod_of(&sts, 0, &node).await;
+    let first = h::unique("first");
+    let ip = add(&conf, &first, &pod, &uid).unwrap();
+
+    // The controller goes; web-0 is recreated meanwhile.
+    net.stop_controller();
+    let down = Instant::now();
+    h::cni_del(&conf, &first);
+    let uid = recreate(&sts, 0, &node).await;
+    // kubelet: sandbox after sandbox until one gets its address.
+    let kubelet = {
+        let (conf, pod, uid) = (conf.clone(), pod.clone(), uid.clone());
+        std::thread::spawn(move || {
+            let mut tries = Vec::new();
+            loop {
+                let cid = h::unique("sandbox");
+                let start = Instant::now();
+                let got = add(&conf, &cid, &pod, &uid);
+                let ok = got.is_ok();
+                if !ok {
+                    h::cni_del(&conf, &cid);
+                }
+                tries.push((cid, start, Instant::now(), got));
+                if ok || tries.len() > 20 {
+                    return tries;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(down.elapsed())).await;
+    let restarted = Instant::now();
+    net.start_controller(&[]).await;
+    let leads = Instant::now();
+    let tries = kubelet.join().unwrap();
+
+    let (last_cid, last_start, last_end, last) = tries.last().unwrap();
+    let got = last.clone().unwrap_or_else(|e| panic!("no try got an address: {e:?}\n{}", net.ctl.log()));
+    assert_eq!(got, ip, "web-0 keeps its address across the outage");
+    let failed: Vec<&String> = tries.iter().filter(|t| t.3.is_err()).map(|t| &t.0).collect();
+    for (cid, start, _, res) in &tries[..tries.len() - 1] {
+        let (code, msg) = res.clone().unwrap_err();
+        assert!(*start < leads, "{cid}, started after the controller led, failed: {msg}");
+        assert_eq!(code, 11, "{cid}: {msg}");
+    }
+    assert!(failed.len() >= 4, "the outage made tries fail: {}", failed.len());
+    h::wait_converged(&agent, &[&pool], "after the outage").await;
+    let seen = watch.stop().await;
+    let of_failed: Vec<_> = seen.iter().filter(|s| failed.contains(&&s.container)).collect();
+    assert!(of_failed.is_empty(), "no incarnation of a failed sandbox: {of_failed:?}");
+    assert_eq!(one_holder_per_ip(&seen, &pod), 2, "the first ADD and the successful try");
+    assert!(seen.iter().any(|s| !s.hold && &s.container == last_cid), "the successful try has its endpoint");
+    let start = if *last_start >= leads {
+        format!("started {} ms after it led", last_start.duration_since(leads).as_millis())
+    } else {
+        format!("in flight when it led, started {} ms before", leads.duration_since(*last_start).as_millis())
+    };
+    println!(
+        "sticky across a controller outage of {} s: {} tries failed with code 11 meanwhile; the new controller led \
+         {} ms after it started; web-0 got {ip} {} ms after that, by a try that took {} ms ({start})",
+        restarted.duration_since(down).as_secs(),
+        failed.len(),
+        leads.duration_since(restarted).as_millis(),
+        last_end.saturating_duration_since(leads).as_millis(),
+        last_end.duration_since(*last_start).as_millis(),
+    );
+    delete_pod(&pod).await;
+    delete_statefulset(&sts).await;
+    drop(agent);
+    net.stop().await;
+}
+
+/// A hold whose end by pool pressure the controller refused (its Pod
+/// object still exists) still ends for its other reasons: StatefulSet
+/// `web` is scaled from 2 to 1 while `web-1`'s sandbox is gone but its Pod
+/// object remains, and a real Pod waits in the full pool. The controller
+/// tries pressure on web-1's hold, refuses it on reading the Pod, then
+/// deletes web-1's claim (scaled down, seen twice) and ends the hold for
+/// that; the waiter gets web-1's address within its wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hold_whose_pressure_was_refused_still_ends_when_its_statefulset_scales_down() {
+    let _serial = SERIAL.lock().await;
+    let node = h::unique("sticky-refused");
+    let pool = h::unique("sticky-refused");
+    let range = json!({"subnet": "10.101.0.0/24", "rangeStart": "10.101.0.10", "rangeEnd": "10.101.0.12"});
+    let net =
+        StickyNet::start_with(sticky_conf(&pool, range, &node, &[], json!({})), &["--pressure-after", "3s"]).await;
+    let conf = net.conf.clone();
+
+    let sts = statefulset(&h::unique("web"), 2).await;
+    let name = sts.metadata.name.clone().unwrap();
+    let mut ips = Vec::new();
+    let mut sandboxes = Vec::new();
+    for o in 0..2 {
+        let pod = format!("{name}-{o}");
+        net.claim_of(&pod).await;
+        let uid = pod_of(&sts, o, &node).await;
+        let cid = h::unique("web");
+        ips.push(add(&conf, &cid, &pod, &uid).unwrap());
+        sandboxes.push(cid);
+    }
+    // web-1's sandbox goes; its Pod object stays. A filler fills the pool.
+    h::cni_del(&conf, &sandboxes[1]);
+    let hold1 = endpoint_name(&pool, ips[1].parse().unwrap());
+    let (filler, filler_uid) = h::waiting_pod("filler", &node).await;
+    let filler_cid = h::unique("filler");
+    add(&conf, &filler_cid, &filler, &filler_uid).unwrap();
+    h::wait_for_summary(&pool).await;
+
+    // A real Pod waits; web-1's hold is idle for longer than --pressure-after,
+    // and spared while the StatefulSet wants ordinal 1.
+    let (waiter, waiter_uid) = h::waiting_pod("waiter", &node).await;
+    let waiting = {
+        let mut c = conf.clone();
+        c["ipam"]["waitForRelease"] = json!("30s");
+        let (w, u, cid) = (waiter.clone(), waiter_uid, h::unique("waiter"));
+        std::thread::spawn(move || add(&c, &cid, &w, &u))
+    };
+    wait_queued(&pool, &waiter).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!h::lease_gone(&hold1).await, "web-1's hold is spared while its ordinal is wanted");
+
+    // Scaled down: pressure picks web-1's hold, and the controller refuses
+    // it on reading web-1's Pod; then the claim goes, and the hold with it.
+    let sts_api = Api::<StatefulSet>::namespaced(h::client().await, NS);
+    let scaled = Instant::now();
+    sts_api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    let refused = format!("pool pressure ends no hold hold={hold1}");
+    h::wait_for("the refused pressure attempt", Duration::from_secs(15), || async {
+        net.ctl.log().lines().any(|l| l.contains(&refused) && l.contains("exists: its identity is coming back"))
+    })
+    .await;
+    let got = waiting.join().unwrap().unwrap_or_else(|e| panic!("the waiter: {e:?}\n{}", net.ctl.log()));
+    let served = scaled.elapsed();
+    assert_eq!(got, ips[1], "the waiter gets web-1's address once its hold ended");
+    let ended = events_about(&hold1, netendpoint_crd::REASON_STICKY_HOLD_ENDED).await;
+    assert!(ended.iter().any(|n| n.contains("its claim was deleted")), "{ended:?}\n{}", net.ctl.log());
+    println!(
+        "a hold whose pressure was refused: the waiter got web-1's address {} ms after the scale-down",
+        served.as_millis()
+    );
+
+    for o in 0..2 {
+        delete_pod(&format!("{name}-{o}")).await;
+    }
+    delete_pod(&filler).await;
+    delete_pod(&waiter).await;
+    delete_statefulset(&sts).await;
+    net.stop().await;
 }

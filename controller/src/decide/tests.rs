@@ -380,6 +380,38 @@ fn a_hold_without_an_incarnation_ends_after_sticky_for_and_a_live_one_never_does
 }
 
 #[test]
+fn a_hold_end_that_a_request_overtook_is_decided_again() {
+    // The executor's releasing patch tests the hold's resourceVersion: a
+    // request that landed in between wins. Once that request is gone again
+    // (refused, withdrawn), the end is decided again for the new version.
+    let s = settings();
+    let mut w = world(vec![]);
+    w.holds = vec![hold("10.0.0.5", 0, None)];
+    w.holds[0].pending = None;
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["release hold p.10.0.0.5 Expired"]);
+    assert!(decide(&w, &s, &mut m, t(3602)).actions.is_empty(), "decided once per version");
+    // A request overtook it (the patch failed on the version); its ADD gave up and withdrew it.
+    w.holds = vec![hold("10.0.0.5", 0, Some(1))];
+    w.holds[0].resource_version = "6".into();
+    decide(&w, &s, &mut m, t(3603));
+    w.holds[0].pending = None;
+    w.holds[0].resource_version = "7".into();
+    decide(&w, &s, &mut m, t(3604));
+    assert!(decide(&w, &s, &mut m, t(7204)).actions.is_empty(), "stickyFor counts from the new idle sighting");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(7205))), ["release hold p.10.0.0.5 Expired"]);
+    // Its claim deleted: the same for ClaimGone.
+    let mut w = with_claim(world(vec![]), "k2", &[]);
+    w.holds = vec![hold("10.0.0.5", 1, None)];
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(1))), ["release hold p.10.0.0.5 ClaimGone"]);
+    w.holds[0].resource_version = "6".into();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(2))), ["release hold p.10.0.0.5 ClaimGone"], "the new version");
+}
+
+#[test]
 fn pool_pressure_ends_the_oldest_hold_idle_for_pressure_after_only_when_no_other_release_can_serve() {
     let s = settings();
     let mut w = world(vec![Lease::test("10.0.0.3")]);
@@ -441,6 +473,43 @@ fn pool_pressure_spares_the_hold_of_an_ordinal_its_statefulset_still_wants() {
     assert!(d.actions.is_empty(), "web still wants ordinal 0: {:?}", kinds(&d));
     w.statefulsets.insert(("ns".into(), "web".into()), 0);
     assert_eq!(kinds(&decide(&w, &s, &mut m, t(501))), ["release hold p.10.0.0.1 PoolPressure"], "scaled to 0");
+}
+
+#[test]
+fn a_pressure_attempt_the_executor_refused_keeps_the_hold_from_no_other_end() {
+    // The executor refuses pool pressure after its own reads (the claim's
+    // Pod exists, the waiting ADD was served, a read failed): nothing
+    // changes on the server, and the hold must still end later for its
+    // own reasons, and stay open to pressure for another waiting ADD.
+    let s = settings();
+    let mut w = world(vec![Lease::test("10.0.0.3")]);
+    w.holds = vec![hold("10.0.0.1", 0, None)];
+    w.holds[0].pending = None;
+    w.capacity.insert("p".into(), Capacity { v4: 2, v6: 0 });
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    w.needs = vec![need("a@1", 10_000)];
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(121))), ["release hold p.10.0.0.1 PoolPressure"]);
+    assert!(decide(&w, &s, &mut m, t(122)).actions.is_empty(), "once per waiting ADD");
+    // Refused: another waiting ADD may still have it.
+    w.needs.push(need("b@1", 10_000));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(200))), ["release hold p.10.0.0.1 PoolPressure"]);
+    // Refused again; the needs go. stickyFor (1 h) still ends it.
+    w.needs.clear();
+    assert!(decide(&w, &s, &mut m, t(3600)).actions.is_empty(), "whole-second rounding: not yet");
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(3601))), ["release hold p.10.0.0.1 Expired"]);
+    // And so does its claim's deletion (seen twice), after a refused attempt.
+    let mut w = with_claim(world(vec![Lease::test("10.0.0.3")]), "k1", &["10.0.0.1"]);
+    w.holds = vec![hold("10.0.0.1", 0, None)];
+    w.holds[0].pending = None;
+    w.capacity.insert("p".into(), Capacity { v4: 2, v6: 0 });
+    let mut m = Memory::default();
+    decide(&w, &s, &mut m, t(0));
+    w.needs = vec![need("a@1", 10_000)];
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(121))), ["release hold p.10.0.0.1 PoolPressure"]);
+    w.claims.clear();
+    decide(&w, &s, &mut m, t(130));
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(131))), ["release hold p.10.0.0.1 ClaimGone"]);
 }
 
 /// A queue entry of node `node`, arrived `arrival`, with its own deadline.
