@@ -334,9 +334,32 @@ read -r _ s_new_uid _ < <(lease_of "$s_ip")
 order=$(agent_order "$s_old_uid" "$s_new_uid" S)
 read -r seq_rm seq_add <<<"$order"
 [ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
-free=$(( NODE_POOL_SIZE - $(kc get nep -o json | jq '.items | length') ))
+# A sticky hold and its incarnation are two objects of one IP.
+used_ips() { kc get nep -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null) | .spec.ip] | unique | length'; }
+free=$(( NODE_POOL_SIZE - $(used_ips) ))
 say "web-0 recreated and Running with its IP $s_ip after ${t_sts} ms ($free IP(s) of the pool were free); agent: DELETED(old) #$seq_rm before ADDED(new) #$seq_add"
 kc get nep -o wide
+say "-- web-0 deleted again with the pool full and a Pod of Deployment wait queued for an address"
+kc scale statefulset web --replicas=3 >/dev/null
+kc rollout status statefulset/web --timeout=120s >/dev/null || fail "statefulset web not scaled to 3"
+[ "$(used_ips)" = "$NODE_POOL_SIZE" ] || fail "web's 3 Pods should fill the pool of $NODE_POOL_SIZE IPs; $(used_ips) in use"
+s_ip=$(pod_ip web-0); s_pod_uid=$(pod_uid web-0)
+deployment wait 1
+queued_waiter() { kc get nepneed -o json | jq -e '[.items[] | select(.spec.pod.name | startswith("wait-"))] | length > 0' >/dev/null; }
+wait_until 60 queued_waiter || fail "the Pod of Deployment wait did not join the full pool's queue"
+start=$(now_ms)
+kc delete pod web-0 --wait=false >/dev/null
+wait_until 120 new_web0 || fail "web-0 was not recreated and Running with a waiter in the queue"
+t_sts_wait=$(( $(now_ms) - start ))
+s_new_ip=$(pod_ip web-0)
+waiter_leases=$(kc get nep -l netendpoint.dev/pod-namespace=default -o json | jq -r '[.items[] | select(.spec.pod.name // "" | startswith("wait-")) | .spec.ip] | join(" ")')
+[ "$s_new_ip" = "$s_ip" ] || fail "web-0 had $s_ip and came back with $s_new_ip, with a waiter queued (its leases: [$waiter_leases])"
+[ -z "$waiter_leases" ] || fail "the waiter of Deployment wait took $waiter_leases while web-0 was recreated"
+[ -z "$(running_pods wait)" ] || fail "the Pod of Deployment wait runs in a full pool: $(running_pods wait)"
+[ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
+say "web-0 back with its IP $s_ip after ${t_sts_wait} ms while the Pod of Deployment wait stayed queued (no lease)"
+kc delete deployment wait --wait=false >/dev/null
+s_waiter="S waiter: with the pool full and a Pod of Deployment wait queued, kubectl delete pod web-0: back with its IP $s_ip in ${t_sts_wait} ms, the waiter took nothing"
 kc delete statefulset web --wait=false >/dev/null
 start=$(now_ms)
 wait_until 120 no_leases || fail "web's held leases were not released after the StatefulSet was deleted"
@@ -344,6 +367,7 @@ t_hold=$(( $(now_ms) - start ))
 ended=$(kc get events -A --field-selector reason=StickyHoldEnded -o json | jq '[.items[] | .count // 1] | add // 0')
 say "StatefulSet deleted: the controller ended the holds (StickyHoldEnded events: $ended) and every lease was released in ${t_hold} ms"
 result "S StatefulSet recreate (sticky): web-0 back with its IP $s_ip in ${t_sts} ms with a free IP in the pool, DELETED(old) before ADDED(new); holds ended by the controller ${t_hold} ms after the StatefulSet's deletion"
+result "$s_waiter"
 fi
 
 if want K; then
