@@ -10,7 +10,7 @@
 # port).
 #
 # E2E_SCENARIOS picks the scenarios besides A (which every run needs), e.g.
-# "A" for `make demo-node`; default all: H,A,B,R,C,S,K,O,L,G,D,X. E2E_SHOW=1 prints
+# "A" for `make demo-node`; default all: H,A,B,R,F,C,S,K,O,L,G,D,X. E2E_SHOW=1 prints
 # the leases and the agent's log of the reused IP after A.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ pods=3
 # Deployment of the scenarios fills the pool.
 export NODE_POOL_SIZE=$pods
 fail() { echo "E2E FAILED: $*" >&2; exit 1; }
-want() { [[ ",${E2E_SCENARIOS:-H,A,B,R,C,S,K,O,L,G,D,X}," == *",$1,"* ]]; }
+want() { [[ ",${E2E_SCENARIOS:-H,A,B,R,F,C,S,K,O,L,G,D,X}," == *",$1,"* ]]; }
 results=()
 result() { results+=("$*"); }
 
@@ -175,6 +175,111 @@ start=$(now_ms)
 wait_until 120 no_leases || fail "app's leases were not all released after deleting the Deployment"
 say "Deployment app deleted: all its leases released in $(( $(now_ms) - start )) ms"
 
+if want F; then
+echo
+f_pods=20
+say "== scenario F: full pool rollout: Deployment roll, $f_pods replicas, in its own pool rollout of $f_pods IPs; kubectl rollout restart twice (default strategy: 25 % surge)"
+# The pool, added as a user adds one: its network config as a key of
+# netendpoint-net-conf (the controller reads every key: the pool's capacity,
+# and the ranges admission holds its leases to), and the file on the node,
+# first in its CNI directory, so that containerd gives it to new sandboxes.
+# E2E_F_WAIT_FOR_RELEASE weakens its waitForRelease to show F failing.
+f_conf=$(jq --arg w "${E2E_F_WAIT_FOR_RELEASE:-20s}" '.name = "rollout" | .plugins[0].ipam.pool = "rollout"
+  | .plugins[0].ipam.ranges = [[{subnet: "10.250.1.0/24", rangeStart: "10.250.1.10", rangeEnd: "10.250.1.29"}]]
+  | .plugins[0].ipam.waitForRelease = $w | del(.plugins[0].ipam.sticky)' "$NODE_DIR/install/10-netendpoint.conflist")
+kns patch configmap netendpoint-net-conf --type merge -p "$(jq -n --arg c "$f_conf" '{data: {"rollout.conflist": $c}}')" >/dev/null
+pool_known() { [ -n "$(kns get configmap netendpoint-pools -o jsonpath='{.data.rollout}')" ]; }
+wait_until 60 pool_known || fail "the controller did not write pool rollout's ranges into netendpoint-pools"
+curl -sf --max-time 2 http://127.0.0.1:9466/metrics >/dev/null || fail "the controller's /metrics (127.0.0.1:9466 on the node) does not answer"
+# The policy netendpoint-lease-range reads that ConfigMap through an informer: give it a moment.
+sleep 3
+printf '%s\n' "$f_conf" > "$NODE_DIR/cni/conf/00-rollout.conflist.tmp"
+mv "$NODE_DIR/cni/conf/00-rollout.conflist.tmp" "$NODE_DIR/cni/conf/00-rollout.conflist"
+wait_for 30 rollout cni_net || fail "containerd did not load the config of network rollout"
+say "pool rollout (10.250.1.10-10.250.1.29) known to the controller ($(kns get configmap netendpoint-pools -o jsonpath='{.data.rollout}')) and first in the node's CNI directory"
+kc create namespace rollout >/dev/null
+# Pods need the namespace's ServiceAccount, which kube-controller-manager makes.
+f_sa() { kc -n rollout get serviceaccount default >/dev/null 2>&1; }
+wait_until 30 f_sa || fail "namespace rollout has no ServiceAccount default"
+kc apply -f - >/dev/null <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: roll, namespace: rollout}
+spec:
+  replicas: $f_pods
+  selector: {matchLabels: {app: roll}}
+  template:
+    metadata: {labels: {app: roll}}
+    spec:
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 2
+      containers:
+      - {name: main, image: localhost/netendpoint-e2e/pause:1, imagePullPolicy: Never}
+YAML
+fk() { kc -n rollout "$@"; }
+f_leases() { kc get nep -l netendpoint.dev/pool=rollout -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length'; }
+f_all_leases() { kc get nep -l netendpoint.dev/pool=rollout -o json | jq '.items | length'; }
+start=$(now_ms)
+fk rollout status deployment/roll --timeout=180s >/dev/null || fail "deployment roll not rolled out"
+f_up=$(( $(now_ms) - start ))
+n=$(fk get pods -l app=roll -o json | jq '[.items[] | select(.status.phase == "Running")] | length')
+[ "$n" = "$f_pods" ] || fail "$n of $f_pods pods of roll Running"
+say "$f_pods pods of roll Running in ${f_up} ms: the pool is full ($(f_leases) leases)"
+forced_ev0=$(events_of ForcedRelease)
+forced_m0=$(controller_metric netendpoint_forced_releases_total rollout)
+waited_m0=$(controller_metric netendpoint_adds_waited_total rollout)
+plugin_lines0=$(wc -l < "$NODE_DIR/logs/plugin.log")
+# The queue as the controller exports it, every 0.25 s.
+f=$NODE_DIR/f-queue.samples
+rm -f "$f" "$f.stop"
+f_queue() { echo "$(controller_metric netendpoint_pool_waiting rollout) $(controller_metric netendpoint_pool_oldest_wait_seconds rollout)"; }
+sampler "$f" f_queue &
+spid=$!
+f_rolls=()
+for i in 1 2; do
+  start=$(now_ms)
+  fk rollout restart deployment/roll >/dev/null
+  fk rollout status deployment/roll --timeout=180s >/dev/null || fail "rollout $i of roll did not complete"
+  t=$(( $(now_ms) - start ))
+  f_rolls+=("$t")
+  # The old pods' releases end after the rollout's status says done.
+  full() { [ "$(f_all_leases)" = "$f_pods" ]; }
+  wait_until 60 full || fail "after rollout $i pool rollout has $(f_all_leases) leases, want $f_pods"
+  say "rollout $i of roll complete in ${t} ms; the old pods' leases all released"
+done
+touch "$f.stop"; wait "$spid"
+failed=$(events_of FailedCreatePodSandBox rollout)
+forced=$(( $(events_of ForcedRelease) - forced_ev0 ))
+forced_m=$(( $(controller_metric netendpoint_forced_releases_total rollout) - forced_m0 ))
+waited_m=$(( $(controller_metric netendpoint_adds_waited_total rollout) - waited_m0 ))
+waiting_ev=$(events_of WaitingForIP rollout)
+tail -n +"$((plugin_lines0 + 1))" "$NODE_DIR/logs/plugin.log" | grep 'pool=rollout' > "$NODE_DIR/f-plugin.log" || true
+queued=$(grep -c 'pool full: waiting in its queue' "$NODE_DIR/f-plugin.log" || true)
+served=$(grep -c 'claimed the address promised to this ADD\|claimed the promised address as its release ended' "$NODE_DIR/f-plugin.log" || true)
+longest=$(sed -n 's/.*waited_ms=\([0-9]*\).*/\1/p' "$NODE_DIR/f-plugin.log" | sort -n | tail -n1)
+read -r peak oldest < <(awk '{ if ($2 > w) w = $2; if ($3 > o) o = $3 } END { print w + 0, o + 0 }' "$f")
+lost=$(lost_rules)
+# The agent installs a rule on the watch event of a lease: a moment after its ADD.
+table_matches() { [ "$(agent_table)" = "$(leases_table)" ]; }
+wait_until 15 table_matches || table_differs=yes
+say "rollouts ${f_rolls[0]} ms and ${f_rolls[1]} ms; ADDs queued: $queued (controller: $waited_m waited, $waiting_ev WaitingForIP Events), served by the queue: $served, longest wait ${longest:-0} ms (sampled: up to $peak waiting, oldest ${oldest} s); failed sandbox creations: $failed; forced releases: $forced (metric: $forced_m); lost rules: $lost"
+[ "$failed" = 0 ] || { fk get events --field-selector reason=FailedCreatePodSandBox -o custom-columns=POD:.involvedObject.name,COUNT:.count,MESSAGE:.message | cut -c1-300 >&2; fail "$failed failed sandbox creations in the full pool's rollouts"; }
+[ "$forced" = 0 ] && [ "$forced_m" = 0 ] || fail "$forced ForcedRelease Events, $forced_m forced releases counted by the controller: a release did not wait for the agent"
+[ "$lost" = 0 ] || fail "$lost lost rules in the agent's log"
+[ -z "${table_differs:-}" ] || fail "the agent's table after the rollouts differs from the leases: table [$(agent_table | tr '\n' ' ')] leases [$(leases_table | tr '\n' ' ')]"
+[ "$queued" -gt 0 ] && [ "$served" -gt 0 ] || fail "no ADD waited in the queue ($queued) or was served by it ($served): the pool was never full"
+result "F full pool rollout: $f_pods pods of roll in a pool of $f_pods to Running ${f_up} ms; kubectl rollout restart ${f_rolls[0]} ms and ${f_rolls[1]} ms; ADDs queued $queued (controller: $waited_m waited), served by the queue $served, longest wait ${longest:-0} ms; $failed failed sandbox creations, $forced forced releases, $lost lost rules; the agent's table equals the leases"
+fk delete deployment roll --wait=false >/dev/null
+start=$(now_ms)
+f_gone() { [ "$(f_all_leases)" = 0 ]; }
+wait_until 120 f_gone || fail "roll's leases were not all released after deleting the Deployment"
+rm -f "$NODE_DIR/cni/conf/00-rollout.conflist"
+wait_for 30 e2e cni_net || fail "containerd did not load netendpoint's config e2e again"
+kns patch configmap netendpoint-net-conf --type merge -p '{"data":{"rollout.conflist":null}}' >/dev/null
+kc delete namespace rollout --wait=false >/dev/null
+say "Deployment roll deleted: its leases released in $(( $(now_ms) - start )) ms; the node's CNI config and netendpoint-net-conf as before"
+fi
+
 if want C; then
 echo
 say "== scenario C: kubectl delete pod --force: the lease stays until the sandbox is really gone"
@@ -229,9 +334,32 @@ read -r _ s_new_uid _ < <(lease_of "$s_ip")
 order=$(agent_order "$s_old_uid" "$s_new_uid" S)
 read -r seq_rm seq_add <<<"$order"
 [ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
-free=$(( NODE_POOL_SIZE - $(kc get nep -o json | jq '.items | length') ))
+# A sticky hold and its incarnation are two objects of one IP.
+used_ips() { kc get nep -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null) | .spec.ip] | unique | length'; }
+free=$(( NODE_POOL_SIZE - $(used_ips) ))
 say "web-0 recreated and Running with its IP $s_ip after ${t_sts} ms ($free IP(s) of the pool were free); agent: DELETED(old) #$seq_rm before ADDED(new) #$seq_add"
 kc get nep -o wide
+say "-- web-0 deleted again with the pool full and a Pod of Deployment wait queued for an address"
+kc scale statefulset web --replicas=3 >/dev/null
+kc rollout status statefulset/web --timeout=120s >/dev/null || fail "statefulset web not scaled to 3"
+[ "$(used_ips)" = "$NODE_POOL_SIZE" ] || fail "web's 3 Pods should fill the pool of $NODE_POOL_SIZE IPs; $(used_ips) in use"
+s_ip=$(pod_ip web-0); s_pod_uid=$(pod_uid web-0)
+deployment wait 1
+queued_waiter() { kc get nepneed -o json | jq -e '[.items[] | select(.spec.pod.name | startswith("wait-"))] | length > 0' >/dev/null; }
+wait_until 60 queued_waiter || fail "the Pod of Deployment wait did not join the full pool's queue"
+start=$(now_ms)
+kc delete pod web-0 --wait=false >/dev/null
+wait_until 120 new_web0 || fail "web-0 was not recreated and Running with a waiter in the queue"
+t_sts_wait=$(( $(now_ms) - start ))
+s_new_ip=$(pod_ip web-0)
+waiter_leases=$(kc get nep -l netendpoint.dev/pod-namespace=default -o json | jq -r '[.items[] | select(.spec.pod.name // "" | startswith("wait-")) | .spec.ip] | join(" ")')
+[ "$s_new_ip" = "$s_ip" ] || fail "web-0 had $s_ip and came back with $s_new_ip, with a waiter queued (its leases: [$waiter_leases])"
+[ -z "$waiter_leases" ] || fail "the waiter of Deployment wait took $waiter_leases while web-0 was recreated"
+[ -z "$(running_pods wait)" ] || fail "the Pod of Deployment wait runs in a full pool: $(running_pods wait)"
+[ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
+say "web-0 back with its IP $s_ip after ${t_sts_wait} ms while the Pod of Deployment wait stayed queued (no lease)"
+kc delete deployment wait --wait=false >/dev/null
+s_waiter="S waiter: with the pool full and a Pod of Deployment wait queued, kubectl delete pod web-0: back with its IP $s_ip in ${t_sts_wait} ms, the waiter took nothing"
 kc delete statefulset web --wait=false >/dev/null
 start=$(now_ms)
 wait_until 120 no_leases || fail "web's held leases were not released after the StatefulSet was deleted"
@@ -239,6 +367,7 @@ t_hold=$(( $(now_ms) - start ))
 ended=$(kc get events -A --field-selector reason=StickyHoldEnded -o json | jq '[.items[] | .count // 1] | add // 0')
 say "StatefulSet deleted: the controller ended the holds (StickyHoldEnded events: $ended) and every lease was released in ${t_hold} ms"
 result "S StatefulSet recreate (sticky): web-0 back with its IP $s_ip in ${t_sts} ms with a free IP in the pool, DELETED(old) before ADDED(new); holds ended by the controller ${t_hold} ms after the StatefulSet's deletion"
+result "$s_waiter"
 fi
 
 if want K; then
@@ -314,11 +443,6 @@ churn() {
 ready_pods() { # app.kubernetes.io/name -> its Pods that are Ready and not being deleted
   kns get pods -l "app.kubernetes.io/name=$1" -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null)
     | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length'
-}
-# sampler FILE command...: "ms output" lines every 0.25 s until FILE.stop exists.
-sampler() {
-  local f=$1; shift
-  while [ ! -e "$f.stop" ]; do echo "$(now_ms) $("$@" 2>/dev/null | tr '\n' ' ')" >> "$f"; sleep 0.25; done
 }
 # The longest time the sampled value was 0: from the first 0 of a run to the next sample that is not.
 longest_zero() {
@@ -419,14 +543,8 @@ forced=$(kc get events -A --field-selector reason=ForcedRelease -o json | jq '[.
 [ "$forced" = 0 ] || fail "$forced forced releases: a release did not wait for the agent"
 [ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agent's log"
 # The current agent's table (replayed from its own log) holds exactly the leases that exist.
-last_agent_log=$(ls "$NODE_DIR"/logs/pods/*_netendpoint-watcher-example-*_watcher_*.log | tail -n1)
-table=$(cat "$last_agent_log" | awk '
-  (i = index($0, ": rule installed ")) || (i = index($0, ": rule replaced ")) { split(substr($0, i), a, " ");
-    for (k in a) { if (a[k] ~ /^ip=/) ip = substr(a[k], 4); if (a[k] ~ /^uid=/) u = substr(a[k], 5) } r[ip] = u; next }
-  (i = index($0, ": rule removed ")) || (i = index($0, ": stale rule removed")) { split(substr($0, i), a, " ");
-    for (k in a) if (a[k] ~ /^ip=/) ip = substr(a[k], 4); delete r[ip] }
-  END { for (ip in r) print ip, r[ip] }' | sort)
-leases_now=$(kc get nep -o json | jq -r '.items[] | "\(.spec.ip) \(.metadata.uid)"' | sort)
+table=$(agent_table)
+leases_now=$(leases_table)
 [ "$table" = "$leases_now" ] || fail "the agent's table after its rollout differs from the leases: table [$table] leases [$leases_now]"
 say "$total pods made and deleted in all; every lease released, 0 forced, 0 lost rules; the new agent's table matches the $(wc -l <<<"$leases_now") leases"
 result "$o_agent; $total pods in all, every release acknowledged (0 forced), 0 lost rules, the new agent's table equals the leases"
@@ -452,7 +570,6 @@ cat > "$NODE_DIR/cni/conf/00-without-netendpoint.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "without-netendpoint", "plugins": [{"type": "bridge", "bridge": "$NODE_BRIDGE",
  "ipam": {"type": "host-local", "dataDir": "$NODE_DIR/cni/host-local", "ranges": [[{"subnet": "10.251.0.0/24"}]]}}]}
 JSON
-cni_net() { crictl info | jq -r '[.cniconfig.Networks[]?.Config.Name] | last'; }
 wait_for 30 without-netendpoint cni_net || fail "containerd did not load the config without netendpoint"
 dels_before=$(grep 'invocation' "$NODE_DIR/logs/plugin.log" | grep -c "command=\"\?DEL\"\?" || true)
 kc delete pod leak-1 --timeout=60s >/dev/null || fail "leak-1 was not deleted"

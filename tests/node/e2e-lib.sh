@@ -167,3 +167,38 @@ wait_for() { # timeout_s expected command... : polls every 0.5 s until it prints
   local end=$(( $(date +%s) + $1 )) want=$2; shift 2
   until [ "$("$@")" = "$want" ]; do [ "$(date +%s)" -lt "$end" ] || return 1; sleep 0.5; done
 }
+# The current agent's table, replayed from its own log: "ip uid" lines, sorted.
+agent_table() {
+  local last
+  last=$(ls "$NODE_DIR"/logs/pods/*_netendpoint-watcher-example-*_watcher_*.log | tail -n1)
+  awk '
+  (i = index($0, ": rule installed ")) || (i = index($0, ": rule replaced ")) { split(substr($0, i), a, " ");
+    for (k in a) { if (a[k] ~ /^ip=/) ip = substr(a[k], 4); if (a[k] ~ /^uid=/) u = substr(a[k], 5) } r[ip] = u; next }
+  (i = index($0, ": rule removed ")) || (i = index($0, ": stale rule removed")) { split(substr($0, i), a, " ");
+    for (k in a) if (a[k] ~ /^ip=/) ip = substr(a[k], 4); delete r[ip] }
+  END { for (ip in r) print ip, r[ip] }' "$last" | sort
+}
+# Every lease as the agent's table should hold it: "ip uid" lines, sorted.
+leases_table() { kc get nep -o json | jq -r '.items[] | "\(.spec.ip) \(.metadata.uid)"' | sort; }
+# The name of the network containerd uses for new sandboxes (its last: the
+# first is loopback).
+cni_net() { crictl info | jq -r '[.cniconfig.Networks[]?.Config.Name] | last'; }
+# The Events of that reason (in namespace $2, or all), counted with their
+# repetitions.
+events_of() { # reason [namespace]
+  local ns=(-A)
+  [ -z "${2:-}" ] || ns=(-n "$2")
+  kc get events "${ns[@]}" --field-selector "reason=$1" -o json | jq '[.items[] | [.series.count // 0, .count // 0, 1] | max] | add // 0'
+}
+# A metric of the controller (its /metrics on the node's loopback, host
+# ports) for a pool: 0 when it has none yet.
+controller_metric() { # name pool
+  curl -sf --max-time 2 http://127.0.0.1:9466/metrics |
+    awk -v m="$1" -v l="pool=\"$2\"" '$1 == m "{" l "}" { v = $2 } END { print v + 0 }'
+}
+# sampler FILE command...: "ms output" lines every 0.25 s until FILE.stop
+# exists, or the script that started it ended (a failure).
+sampler() {
+  local f=$1; shift
+  while [ ! -e "$f.stop" ] && kill -0 $$ 2>/dev/null; do echo "$(now_ms) $("$@" 2>/dev/null | tr '\n' ' ')" >> "$f"; sleep 0.25; done
+}
