@@ -115,7 +115,7 @@ async fn pools_shows_capacity_used_releasing_free_and_who_holds_the_releases() {
     // Two ADDs wait in the pool's queue (entries as a node's plugin writes them).
     let needs: Api<netendpoint_crd::NetworkEndpointNeed> = Api::all(client().await);
     for slot in [0, 1] {
-        let entry = NeedFixture::new(&f.pool, "kp-node").entry(slot).wait_seconds(600).build();
+        let entry = NeedFixture::new(&f.pool, "kp-node").entry(slot).wait_seconds(100).build();
         needs.create(&PostParams::default(), &entry).await.unwrap();
     }
 
