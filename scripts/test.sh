@@ -31,7 +31,8 @@ echo "   $(grep -h startup_ms "$env_dir/ready")"
 echo "== cargo test (workspace)"
 log="$env_dir/cargo-test.log"
 set +e
-cargo test --workspace -- --test-threads="$threads" 2>&1 | tee "$log"
+# --no-fail-fast: a failing test binary does not hide the ones after it.
+cargo test --workspace --no-fail-fast -- --test-threads="$threads" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole workspace (cargo prints one per test binary).
