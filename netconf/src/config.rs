@@ -132,8 +132,9 @@ pub enum CrossNode {
 
 /// Default of `ipam.sticky.stickyFor`.
 pub const DEFAULT_STICKY_FOR: Duration = Duration::from_secs(3600);
-/// Largest `ipam.sticky.stickyFor`: 30 days.
-pub const MAX_STICKY_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Largest `ipam.sticky.stickyFor`: 30 days, the one cap of `crd`
+/// ([`netendpoint_crd::MAX_STICKY_FOR_SECS`]) that the API server also enforces.
+pub const MAX_STICKY_FOR: Duration = Duration::from_secs(netendpoint_crd::MAX_STICKY_FOR_SECS);
 
 /// `ipam.sticky`, validated: which Pods keep their address across
 /// recreations (see `docs/sticky-ips.md`). Absent means off.

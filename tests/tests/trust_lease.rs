@@ -332,3 +332,87 @@ async fn a_lease_carries_only_the_finalizers_owners_and_annotations_of_the_desig
     plugin.create(&pp, &hold(&pool, "10.79.8.10", &node, "web-0.s")).await.unwrap();
     h::cleanup_pool(&pool).await;
 }
+
+/// Sticky issue, trust: `stickyFor` has one cap, defined once in `crd`. The
+/// plugin's parser (`ipam.sticky.stickyFor`) and the API server (the CRD's
+/// schema and CEL rule, for a hold sent with a node's real token) accept
+/// exactly the same values of this table, bare numbers of seconds included;
+/// every value the plugin accepts is also accepted as the plugin writes it;
+/// and every value the server accepts is one the controller reads back
+/// within the cap, so no hold can be made to outlive it.
+#[tokio::test]
+async fn sticky_for_has_one_cap_that_the_plugin_and_the_server_agree_on() {
+    use netendpoint_crd::{MAX_STICKY_FOR_SECS, duration};
+    h::apply_deploy();
+    let dir = h::TempDir::new("trust-sticky-for");
+    let node = h::unique("trust-sf");
+    let plugin = as_node_bound(CNI_SERVICE_ACCOUNT, &node, &dir).await;
+    let pool = h::unique("trust-sf");
+    let _ranges = h::register_pool(&pool, &["10.79.9.0/24"]);
+    let pp = PostParams::default();
+    let cap = std::time::Duration::from_secs(MAX_STICKY_FOR_SECS);
+    let parses = |v: &str| {
+        let ipam = json!({"type": "netendpoint", "ranges": [[{"subnet": "10.79.9.0/24"}]], "sticky": {"stickyFor": v}});
+        netendpoint_netconf::IpamConfig::parse(&ipam, &pool).map(|c| c.sticky.map(|s| s.sticky_for))
+    };
+    let table = [
+        "0",
+        "1",
+        "3600",
+        "2592000",
+        "2592001",
+        "99999999999999999999",
+        "1s",
+        "90m",
+        "1h30m",
+        "1.5h",
+        "2592000s",
+        "2592001s",
+        "2592000000ms",
+        "2592000001ms",
+        "43200m",
+        "43201m",
+        "720h",
+        "720h1ms",
+        "719h59m59s",
+        "721h",
+        "876000h",
+        "1h30",
+        "1.5",
+        "30d",
+        "forever",
+    ];
+    let mut host = 0u8;
+    let mut next_hold = |sticky_for: &str| {
+        host += 1;
+        let mut held = hold(&pool, &format!("10.79.9.{host}"), &node, &format!("web-{host}.s"));
+        held.spec.sticky_for = Some(sticky_for.to_string());
+        held
+    };
+    let mut disagreements = Vec::new();
+    for v in table {
+        let parsed = parses(v);
+        let server = plugin.create(&pp, &next_hold(v)).await;
+        match (&parsed, &server) {
+            (Ok(Some(d)), Ok(_)) => {
+                assert!(*d <= cap, "{v}: the parser accepted {d:?}");
+                let read = duration::parse(v).unwrap_or_else(|| panic!("{v}: the server kept a value nobody reads"));
+                assert!(read <= cap, "{v}: the server kept {read:?}, over the cap");
+                // What the plugin writes for it is accepted too, and reads back the same.
+                let written = duration::format(*d);
+                plugin
+                    .create(&pp, &next_hold(&written))
+                    .await
+                    .unwrap_or_else(|e| panic!("{v} written as {written}: {e}"));
+                assert_eq!(duration::parse(&written), Some(*d), "{v} written as {written}");
+            }
+            (Err(_), Err(kube::Error::Api(s))) => assert_eq!(s.code, 422, "{v}: {s:?}"),
+            _ => disagreements.push(format!("{v}: plugin {parsed:?}, server {server:?}")),
+        }
+    }
+    assert!(disagreements.is_empty(), "the plugin and the server disagree on:\n{}", disagreements.join("\n"));
+    // One millisecond over the cap, as the plugin would write it: refused.
+    let over = duration::format(cap + std::time::Duration::from_millis(1));
+    assert_refused("stickyFor one ms over the cap", plugin.create(&pp, &next_hold(&over)).await, 422, "stickyFor");
+    h::cleanup_pool(&pool).await;
+}
