@@ -123,7 +123,7 @@ pub async fn join<S: Leases + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, 
 
 /// Deletes this ADD's entry (served or not). A failure is logged: the
 /// entry then lapses at its deadline, and the controller deletes it.
-pub async fn leave<S: Leases + Queue>(c: &mut Claiming<'_, S>, name: &str) {
+pub async fn leave<S: Queue>(c: &mut Claiming<'_, S>, name: &str) {
     let Some(pos) = c.entries.iter().position(|(n, _)| n == name) else { return };
     let (name, uid) = c.entries.remove(pos);
     if let Err(e) = c.retrying("leave the queue", || c.store.leave(&name, &uid)).await {
