@@ -20,7 +20,7 @@ use crate::local::{LocalState, Record};
 use crate::protocol::{IpConfig, IpamResult};
 use crate::static_ip;
 use crate::sticky::{self, Identity};
-use crate::store::{Cluster, Leases, PodFacts, Queue, Signals, Store, Summaries};
+use crate::store::{Clock, Cluster, Leases, PodFacts, Queue, Signals, Store, Summaries};
 
 /// What an ADD was asked for, beside the attachment.
 #[derive(Debug, Clone, Default)]
@@ -169,7 +169,7 @@ fn in_set(ep: &NetworkEndpoint, set: &RangeSet) -> bool {
 /// One lease per range set not already served by what the ADD adopted, by
 /// the mode that applies to it: a static request, the claim's sticky
 /// address, or the allocator's choice.
-async fn claim_all<S: Leases + Summaries + Queue + Signals>(
+async fn claim_all<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     plan: &[Option<IpAddr>],

@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use crate::claim::{Claiming, Deadline};
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::{LocalState, ShardHint};
-use crate::store::{Change, Leases, PoolSummaryView, Queue, Signals, Summaries};
+use crate::store::{Change, Clock, Leases, PoolSummaryView, Queue, Signals, Summaries};
 
 /// Creates along the candidates before giving up, when no summary helps.
 pub const BLIND_PROBES: usize = 16;
@@ -98,7 +98,7 @@ impl Search<'_> {
 
 /// Claims one address of range set `index` (`set`) with `make`, for the
 /// ADD `c`, waiting for a release until `wait` in a full pool.
-pub async fn claim<S: Leases + Summaries + Queue + Signals>(
+pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     index: usize,
@@ -190,7 +190,7 @@ async fn from_hint<S: Leases>(
 
 /// Reads the shard summary of `shard` into the search; false when the
 /// store has none or the controller stopped confirming them.
-async fn read_shard<S: Leases + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: IpAddr) -> Result<bool> {
+async fn read_shard<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: IpAddr) -> Result<bool> {
     if s.pool.is_none() {
         // A missing pool summary means no controller ever summarised this
         // pool. A stale one is still a hint (its bits cost refused creates,
@@ -221,7 +221,7 @@ async fn read_shard<S: Leases + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'
 }
 
 /// True while the controller confirms the summary (on the server's clock).
-fn summary_is_fresh<S: Leases>(store: &S, pool: &PoolSummaryView) -> bool {
+fn summary_is_fresh<S: Clock>(store: &S, pool: &PoolSummaryView) -> bool {
     match (pool.confirmed_at, store.server_now()) {
         (Some(at), Some(now)) => netendpoint_lease::age_at_least(now, at) < SUMMARY_STALE_AFTER,
         _ => false,
@@ -232,7 +232,7 @@ fn summary_is_fresh<S: Leases>(store: &S, pool: &PoolSummaryView) -> bool {
 /// cursor; in each shard it reads the summary once and creates at what the
 /// summary shows free. Shards the pool summary shows full are skipped
 /// without a read.
-async fn from_summaries<S: Leases + Summaries>(
+async fn from_summaries<S: Clock + Leases + Summaries>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     start: Option<IpAddr>,
@@ -401,7 +401,7 @@ const UNORDERED_MAX: std::time::Duration = std::time::Duration::from_secs(4);
 /// The releases in progress this ADD knows of in its set, from the shards
 /// it read (and, with summaries, from up to two more the pool summary shows
 /// releases in).
-async fn releases_in_progress<S: Leases + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<Vec<IpAddr>> {
+async fn releases_in_progress<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<Vec<IpAddr>> {
     if s.summaries
         && let Some(pool) = &s.pool
     {
@@ -437,7 +437,7 @@ async fn releases_in_progress<S: Leases + Summaries>(c: &Claiming<'_, S>, s: &mu
 /// [`READ_RELEASES`]): what it forces with `crossNode: plugin`, and what its
 /// exhaustion error names (the finalizers they wait on). A failed read
 /// leaves a release out.
-async fn read_releases<S: Leases + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Vec<NetworkEndpoint> {
+async fn read_releases<S: Clock + Leases + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Vec<NetworkEndpoint> {
     let Ok(ips) = releases_in_progress(c, s).await else { return Vec::new() };
     let mut read = Vec::new();
     for ip in ips.into_iter().take(READ_RELEASES) {
@@ -549,7 +549,7 @@ async fn next_wake<S: Leases + Queue>(
 /// claims it. Without an ordered queue (no entry, or no controller
 /// answering) it looks again on its own, backing off, and with `crossNode:
 /// plugin` forces a release past its bound itself.
-async fn wait_for_release<S: Leases + Summaries + Queue + Signals>(
+async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     s: &mut Search<'_>,
@@ -583,7 +583,7 @@ async fn wait_for_release<S: Leases + Summaries + Queue + Signals>(
 }
 
 /// The wait of [`wait_for_release`], with the entry (if any) joined.
-async fn wait_in_queue<S: Leases + Summaries + Queue + Signals>(
+async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     make: Make<'_>,
@@ -671,7 +671,7 @@ async fn wait_in_queue<S: Leases + Summaries + Queue + Signals>(
 /// orders the queue; one that shows room nobody was promised is searched.
 /// Outside the queue it searches again (the summaries, or the probes), and
 /// with `crossNode: plugin` forces a release past its bound.
-async fn look_again<S: Leases + Summaries + Signals>(
+async fn look_again<S: Clock + Leases + Summaries + Signals>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     make: Make<'_>,
@@ -712,7 +712,7 @@ async fn look_again<S: Leases + Summaries + Signals>(
 
 /// Forces the oldest release of `read` that outlived its own bound
 /// (`crossNode: plugin`), records why, and claims its address.
-async fn force_stuck<S: Leases + Signals>(
+async fn force_stuck<S: Clock + Leases + Signals>(
     c: &mut Claiming<'_, S>,
     read: &[NetworkEndpoint],
     make: Make<'_>,

@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 use crate::error::{Error, Result};
 use crate::local::{LocalState, StatusState};
 use crate::protocol::AttachmentKey;
-use crate::store::{Cluster, Leases};
+use crate::store::{Clock, Cluster, Leases};
 use netendpoint_lease::Sightings;
 
 /// How long a successful STATUS is reused without asking the API server
@@ -107,7 +107,7 @@ fn sightings_gc(network: &str) -> String {
 ///   never undone.
 /// - Finalizers still gate the release, exactly as after DEL. Every failure
 ///   is reported, after all deletions were tried.
-pub async fn gc<S: Leases>(
+pub async fn gc<S: Clock + Leases>(
     store: &S,
     conf: &IpamConfig,
     node: &str,

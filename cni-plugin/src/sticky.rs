@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 use crate::claim::{Claiming, Deadline, hold_object};
 use crate::error::{Error, Result};
 use crate::local::LocalState;
-use crate::store::{Cluster, Leases, PodFacts, Queue, Signals, Summaries};
+use crate::store::{Clock, Cluster, Leases, PodFacts, Queue, Signals, Summaries};
 use crate::wait::{LeasesOf, Waited, await_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::time::Duration;
@@ -170,7 +170,7 @@ const MAX_ROUNDS: usize = 64;
 /// continues the claim's hold if it has one here, else creates one (at an
 /// address the allocator chooses); then waits, until `wait`, for the
 /// controller to create the incarnation.
-pub async fn claim<S: Leases + Summaries + Queue + Signals>(
+pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     index: usize,
@@ -213,7 +213,7 @@ fn releasing(hold: &NetworkEndpoint) -> bool {
 /// The request this ADD makes for incarnation `k`, waiting until `wait`
 /// ends: its deadline is on the API server's clock, so the controller
 /// creates nothing for it once the ADD has given up.
-fn request<S: Leases>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> IncarnationRequest {
+fn request<S: Clock>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> IncarnationRequest {
     let deadline = c
         .store
         .server_now()
@@ -234,7 +234,7 @@ fn request<S: Leases>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> Incarnatio
 /// repeated ADD), or asks for the next one and waits for it. A current
 /// incarnation of a sandbox already gone from this node is ended first, so
 /// that no retry waits for a DEL that already happened.
-async fn continue_hold<S: Leases>(
+async fn continue_hold<S: Clock + Leases>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     mut hold: NetworkEndpoint,

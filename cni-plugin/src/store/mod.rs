@@ -1,5 +1,6 @@
-//! Every Kubernetes call the plugin makes, behind five narrow traits, one
+//! Every Kubernetes call the plugin makes, behind six narrow traits, one
 //! per role:
+//! - [`Clock`]: the API server's time, as its answers show it (no request);
 //! - [`Leases`]: the NetworkEndpoints themselves, touched by name only
 //!   (create, get, delete, patch, a watch of one name); the one list, by
 //!   container ID, serves only a DEL or CHECK whose node-local record is lost;
@@ -10,7 +11,9 @@
 //!
 //! [`kube::KubeStore`] implements them against the API server; the unit
 //! tests use an in-memory store (`mem.rs`) with the same 409 and finalizer
-//! semantics and injectable faults.
+//! semantics and injectable faults. [`Store`] is their union, for the
+//! command that may need every role (ADD); every other function asks only
+//! for the roles it uses.
 
 pub mod kube;
 #[cfg(test)]
@@ -48,11 +51,23 @@ pub enum Change<T = NetworkEndpoint> {
     Quiet,
 }
 
+/// The API server's clock, as the store's answers show it.
+///
+/// Guarantees: [`Clock::server_now`] makes no request and never runs ahead
+/// of the server (it is a lower bound: the last `Date` an answer carried
+/// plus the time elapsed since on this host's monotonic clock), so an age
+/// measured on it is never overstated, whatever the node's wall clock says.
+/// It is `None` until some answer arrived. Every deadline the plugin writes
+/// for the controller and every age it acts on (a summary's confirmation, a
+/// release against its bound, GC's grace) is taken on this clock.
+pub trait Clock {
+    /// A lower bound of the API server's time now (`None` before any answer).
+    fn server_now(&self) -> Option<Timestamp>;
+}
+
 /// The NetworkEndpoints, by name.
 #[allow(async_fn_in_trait)]
 pub trait Leases {
-    /// A lower bound of the API server's time now (`None` before any answer).
-    fn server_now(&self) -> Option<Timestamp>;
     /// Creates `ep`: the claim of its name.
     async fn create(&self, ep: &NetworkEndpoint) -> Result<Created>;
     /// The lease named `name`, if any.
@@ -155,7 +170,7 @@ pub trait Signals {
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
 }
 
-/// Everything an invocation may call.
-pub trait Store: Leases + Summaries + Cluster + Queue + Signals {}
+/// Everything an invocation may call: the union of the roles.
+pub trait Store: Clock + Leases + Summaries + Cluster + Queue + Signals {}
 
-impl<T: Leases + Summaries + Cluster + Queue + Signals> Store for T {}
+impl<T: Clock + Leases + Summaries + Cluster + Queue + Signals> Store for T {}
