@@ -66,6 +66,15 @@ pub trait Clock {
 }
 
 /// The NetworkEndpoints, by name.
+///
+/// Guarantees: every call but [`Leases::find_by_container`] names one
+/// object. The create is the claim: [`Created::Ours`] only when this call
+/// made the object, so a name has one holder at a time. A delete carries
+/// the UID it means, so it never ends a successor under the same name, and
+/// a patch changes nothing when one of its tests fails (the plugin's
+/// patches test the UID or resourceVersion they were built from). A watch
+/// ends with [`Change::Quiet`], not an error, when it times out or the
+/// server ends it; the caller then reads the object again.
 #[allow(async_fn_in_trait)]
 pub trait Leases {
     /// Creates `ep`: the claim of its name.
@@ -100,6 +109,12 @@ pub struct PoolSummaryView {
 }
 
 /// The summaries the controller writes (hints; never the lock).
+///
+/// Guarantees: reads only, each of one object by name (or a watch of one
+/// name). What they say may be stale or missing, so a caller uses them to
+/// choose where to create, never to decide that an address is its own; a
+/// summary that does not exist, or a resource an older install does not
+/// serve, is `Ok(None)`, not an error.
 #[allow(async_fn_in_trait)]
 pub trait Summaries {
     /// The shard of `pool` starting at `first`, if the controller wrote one.
@@ -121,6 +136,9 @@ pub struct PodFacts {
 }
 
 /// Facts about the cluster.
+///
+/// Guarantees: reads only, each one request (a GET by name, or discovery).
+/// An object that does not exist is `Ok(None)` or `false`, not an error.
 #[allow(async_fn_in_trait)]
 pub trait Cluster {
     /// True if a Node object named `name` exists.
@@ -143,6 +161,11 @@ pub trait Cluster {
 /// The entries of the full-pool queue (`NetworkEndpointNeed`), by name: a
 /// waiting ADD creates its own, watches it for the address promised to it,
 /// and deletes it when it stops waiting.
+///
+/// Guarantees: entries are touched by name only, as [`Leases`] touches
+/// leases: a join is a create that is `Some` only when this call made the
+/// entry, a leave carries the entry's UID and never deletes another's, and
+/// a watch of an entry ends as [`Leases::next_change`] does.
 #[allow(async_fn_in_trait)]
 pub trait Queue {
     /// Creates `entry`: `Some` (as stored, with its UID and
@@ -164,6 +187,9 @@ pub trait Queue {
 }
 
 /// Events. Best effort: failures are logged.
+///
+/// Guarantees: recording an Event never fails the invocation and changes
+/// no lease; what the API server refuses is logged and dropped.
 #[allow(async_fn_in_trait)]
 pub trait Signals {
     /// Records a Kubernetes Event about `regarding`.
