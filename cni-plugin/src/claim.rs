@@ -162,7 +162,7 @@ pub struct Claiming<'a, S> {
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
-impl<'a, S: Leases> Claiming<'a, S> {
+impl<'a, S> Claiming<'a, S> {
     /// A claim for `who` that must finish its work by `work`.
     pub fn new(store: &'a S, conf: &'a IpamConfig, who: &'a Attachment, work: Deadline) -> Self {
         Self {
@@ -199,6 +199,14 @@ impl<'a, S: Leases> Claiming<'a, S> {
         }
     }
 
+    /// The leases this ADD holds now (created, adopted, and answered
+    /// early: those have no UID yet).
+    pub fn held(&self) -> impl Iterator<Item = &NetworkEndpoint> {
+        self.created.iter().chain(&self.adopted).chain(&self.answered_early)
+    }
+}
+
+impl<S: Leases> Claiming<'_, S> {
     /// Creates `lease`: `Some` once it is ours, `None` if its name is
     /// taken. A transient failure is retried within the work deadline; a
     /// create that got no answer and then finds its name taken reads the
@@ -241,12 +249,6 @@ impl<'a, S: Leases> Claiming<'a, S> {
                 }
             }
         }
-    }
-
-    /// The leases this ADD holds now (created, adopted, and answered
-    /// early: those have no UID yet).
-    pub fn held(&self) -> impl Iterator<Item = &NetworkEndpoint> {
-        self.created.iter().chain(&self.adopted).chain(&self.answered_early)
     }
 }
 

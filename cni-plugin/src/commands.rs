@@ -20,7 +20,7 @@ use crate::local::{LocalState, Record};
 use crate::protocol::{IpConfig, IpamResult};
 use crate::static_ip;
 use crate::sticky::{self, Identity};
-use crate::store::{PodFacts, Store};
+use crate::store::{Clock, Cluster, Leases, PodFacts, Queue, Signals, Store, Summaries};
 
 /// What an ADD was asked for, beside the attachment.
 #[derive(Debug, Clone, Default)]
@@ -43,6 +43,10 @@ pub async fn add<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
 /// created is released before the error returns (invariant 5), including
 /// one whose create got no answer, which is found by name. Transient API
 /// errors are retried until `work` ends.
+///
+/// ADD is the one command that may use every role of the store (the Pod and
+/// claim lookups, the summaries, a full pool's queue, Events), hence
+/// [`Store`]; DEL, CHECK, STATUS and GC ask for less.
 pub async fn add_asked<S: Store>(
     store: &S,
     conf: &IpamConfig,
@@ -92,7 +96,7 @@ pub async fn add_asked<S: Store>(
 
 /// The leases this node recorded for the attachment that are still its
 /// own and live (a repeated ADD), read by name.
-async fn recorded_leases<S: Store>(c: &Claiming<'_, S>, local: &LocalState) -> Result<Vec<NetworkEndpoint>> {
+async fn recorded_leases<S: Leases>(c: &Claiming<'_, S>, local: &LocalState) -> Result<Vec<NetworkEndpoint>> {
     let mut existing = Vec::new();
     for (name, uid) in local.recorded(&c.who.key.container_id, &c.who.key.if_name) {
         if let Some(ep) = c.retrying("read a recorded lease", || c.store.get(&name)).await?
@@ -109,7 +113,7 @@ async fn recorded_leases<S: Store>(c: &Claiming<'_, S>, local: &LocalState) -> R
 /// The ADD's one Pod GET, made only when a configured feature needs it:
 /// static IPs from the annotation, or the claim from the network-selection
 /// annotation. Every feature reads the same answer.
-async fn pod_facts<S: Store>(c: &Claiming<'_, S>, asked: &Asked) -> Result<Option<PodFacts>> {
+async fn pod_facts<S: Cluster>(c: &Claiming<'_, S>, asked: &Asked) -> Result<Option<PodFacts>> {
     let Some(pod) = &c.who.pod else { return Ok(None) };
     let for_static = static_ip::needs_pod(c.conf, &asked.ips, c.who);
     let for_claim = c.conf.sticky.as_ref().is_some_and(|s| s.claims_from_pods) && asked.claim.is_none();
@@ -121,7 +125,7 @@ async fn pod_facts<S: Store>(c: &Claiming<'_, S>, asked: &Asked) -> Result<Optio
 
 /// The claim this interface continues, when `ipam.sticky` is on and one
 /// exists: at most one GET by name.
-async fn sticky_identity<S: Store>(
+async fn sticky_identity<S: Cluster>(
     c: &Claiming<'_, S>,
     asked: &Asked,
     facts: Option<&PodFacts>,
@@ -144,7 +148,7 @@ async fn sticky_identity<S: Store>(
 
 /// Refuses to lease under a node name that is not a registered Node. The
 /// answer is cached on the node, so this costs one GET per node, ever.
-async fn verify_node<S: Store>(c: &Claiming<'_, S>, local: &LocalState) -> Result<()> {
+async fn verify_node<S: Cluster>(c: &Claiming<'_, S>, local: &LocalState) -> Result<()> {
     let node = &c.who.node;
     if local.node_verified(node) {
         return Ok(());
@@ -165,7 +169,7 @@ fn in_set(ep: &NetworkEndpoint, set: &RangeSet) -> bool {
 /// One lease per range set not already served by what the ADD adopted, by
 /// the mode that applies to it: a static request, the claim's sticky
 /// address, or the allocator's choice.
-async fn claim_all<S: Store>(
+async fn claim_all<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     plan: &[Option<IpAddr>],
@@ -222,7 +226,7 @@ enum Found {
 /// record by name, or, without a complete record, from a list by
 /// container ID (which makes the API server scan every NetworkEndpoint, so
 /// it is logged).
-async fn attachment_leases<S: Store>(c: &Claiming<'_, S>, record: Record) -> Result<Found> {
+async fn attachment_leases<S: Leases + Cluster>(c: &Claiming<'_, S>, record: Record) -> Result<Found> {
     match record {
         Record::Complete(leases) if !leases.is_empty() => return Ok(Found::Recorded(leases)),
         Record::Deleted => return Ok(Found::Recorded(Vec::new())),
@@ -264,7 +268,12 @@ pub const RETRY_WINDOW: Duration = Duration::from_secs(10);
 /// sandboxes or nodes, even with the same IP, are never touched. Missing
 /// leases are success; an unreachable API server is an error the runtime
 /// retries (after [`RETRY_WINDOW`] of retries here).
-pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local: &LocalState) -> Result<()> {
+pub async fn del<S: Leases + Cluster + Queue>(
+    store: &S,
+    conf: &IpamConfig,
+    who: &Attachment,
+    local: &LocalState,
+) -> Result<()> {
     let c = Claiming::new(store, conf, who, Deadline::after(conf.timeout.min(RETRY_WINDOW)));
     let (container, if_name) = (&who.key.container_id, &who.key.if_name);
     let record = local.record_of(container, if_name);
@@ -312,7 +321,7 @@ pub async fn del<S: Store>(store: &S, conf: &IpamConfig, who: &Attachment, local
 
 /// The endpoint-to-be of an incarnation answered early whose request the
 /// hold still carries, accepted, for this attachment.
-async fn early_incarnation<S: Store>(c: &Claiming<'_, S>, name: &str) -> Result<Option<NetworkEndpoint>> {
+async fn early_incarnation<S: Leases>(c: &Claiming<'_, S>, name: &str) -> Result<Option<NetworkEndpoint>> {
     let Some((hold_name, k)) = netendpoint_lease::hold::hold_of_incarnation(name) else { return Ok(None) };
     let Some(hold) = c.retrying("read a sticky hold", || c.store.get(hold_name)).await? else { return Ok(None) };
     let accepted = hold.status.as_ref().and_then(|s| s.request.clone()).filter(|r| {
@@ -322,7 +331,7 @@ async fn early_incarnation<S: Store>(c: &Claiming<'_, S>, name: &str) -> Result<
 }
 
 /// CNI CHECK: the attachment's leases exist, are not releasing, and match `prev`.
-pub async fn check<S: Store>(
+pub async fn check<S: Leases + Cluster>(
     store: &S,
     conf: &IpamConfig,
     who: &Attachment,

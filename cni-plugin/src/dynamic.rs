@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use crate::claim::{Claiming, Deadline};
 use crate::error::{Error, Exhaustion, Result};
 use crate::local::{LocalState, ShardHint};
-use crate::store::{Change, Leases, PoolSummaryView, Store};
+use crate::store::{Change, Clock, Leases, PoolSummaryView, Queue, Signals, Summaries};
 
 /// Creates along the candidates before giving up, when no summary helps.
 pub const BLIND_PROBES: usize = 16;
@@ -98,7 +98,7 @@ impl Search<'_> {
 
 /// Claims one address of range set `index` (`set`) with `make`, for the
 /// ADD `c`, waiting for a release until `wait` in a full pool.
-pub async fn claim<S: Store>(
+pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     index: usize,
@@ -156,7 +156,7 @@ fn remember(local: &LocalState, index: usize, s: &Search<'_>, ep: &NetworkEndpoi
 /// Phase 1: one create at the first candidate the hint does not show
 /// leased. Without a hint for that shard, the create goes ahead unless the
 /// hint shows the node's pool mostly full: then the shard is read first.
-async fn from_hint<S: Store>(
+async fn from_hint<S: Leases>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     start: Option<IpAddr>,
@@ -190,7 +190,7 @@ async fn from_hint<S: Store>(
 
 /// Reads the shard summary of `shard` into the search; false when the
 /// store has none or the controller stopped confirming them.
-async fn read_shard<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: IpAddr) -> Result<bool> {
+async fn read_shard<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: IpAddr) -> Result<bool> {
     if s.pool.is_none() {
         // A missing pool summary means no controller ever summarised this
         // pool. A stale one is still a hint (its bits cost refused creates,
@@ -221,7 +221,7 @@ async fn read_shard<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: Ip
 }
 
 /// True while the controller confirms the summary (on the server's clock).
-fn summary_is_fresh<S: Leases>(store: &S, pool: &PoolSummaryView) -> bool {
+fn summary_is_fresh<S: Clock>(store: &S, pool: &PoolSummaryView) -> bool {
     match (pool.confirmed_at, store.server_now()) {
         (Some(at), Some(now)) => netendpoint_lease::age_at_least(now, at) < SUMMARY_STALE_AFTER,
         _ => false,
@@ -232,7 +232,7 @@ fn summary_is_fresh<S: Leases>(store: &S, pool: &PoolSummaryView) -> bool {
 /// cursor; in each shard it reads the summary once and creates at what the
 /// summary shows free. Shards the pool summary shows full are skipped
 /// without a read.
-async fn from_summaries<S: Store>(
+async fn from_summaries<S: Clock + Leases + Summaries>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     start: Option<IpAddr>,
@@ -306,7 +306,7 @@ const MAX_WALK: usize = 1 << 20;
 /// neighbourhood is the part most likely full, and other nodes' ADDs race
 /// there too). A set of at most [`SCAN_AT_MOST`] addresses is read name by
 /// name instead, and what it finds free is created.
-async fn by_probing<S: Store>(
+async fn by_probing<S: Leases>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     start: Option<IpAddr>,
@@ -348,7 +348,7 @@ async fn by_probing<S: Store>(
 
 /// Reads every usable address of a small set by name (GET), creates at the
 /// first one that is free, and keeps what it read for the wait.
-async fn scan<S: Store>(
+async fn scan<S: Leases>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     start: Option<IpAddr>,
@@ -401,7 +401,7 @@ const UNORDERED_MAX: std::time::Duration = std::time::Duration::from_secs(4);
 /// The releases in progress this ADD knows of in its set, from the shards
 /// it read (and, with summaries, from up to two more the pool summary shows
 /// releases in).
-async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<Vec<IpAddr>> {
+async fn releases_in_progress<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<Vec<IpAddr>> {
     if s.summaries
         && let Some(pool) = &s.pool
     {
@@ -437,7 +437,7 @@ async fn releases_in_progress<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>)
 /// [`READ_RELEASES`]): what it forces with `crossNode: plugin`, and what its
 /// exhaustion error names (the finalizers they wait on). A failed read
 /// leaves a release out.
-async fn read_releases<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Vec<NetworkEndpoint> {
+async fn read_releases<S: Clock + Leases + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Vec<NetworkEndpoint> {
     let Ok(ips) = releases_in_progress(c, s).await else { return Vec::new() };
     let mut read = Vec::new();
     for ip in ips.into_iter().take(READ_RELEASES) {
@@ -464,7 +464,7 @@ enum Taken {
 
 /// Acts on `promise`: creates a free address at once; reads a release to
 /// wait for it, or creates it if it is gone already.
-async fn take_promise<S: Store>(
+async fn take_promise<S: Leases>(
     c: &mut Claiming<'_, S>,
     set: &RangeSet,
     make: Make<'_>,
@@ -503,7 +503,7 @@ enum Woke {
 }
 
 /// Waits, at most `pause`, for the entry to change or the promised release to end.
-async fn next_wake<S: Store>(
+async fn next_wake<S: Leases + Queue>(
     store: &S,
     entry: Option<&crate::queue::Entry>,
     releasing: Option<&NetworkEndpoint>,
@@ -549,7 +549,7 @@ async fn next_wake<S: Store>(
 /// claims it. Without an ordered queue (no entry, or no controller
 /// answering) it looks again on its own, backing off, and with `crossNode:
 /// plugin` forces a release past its bound itself.
-async fn wait_for_release<S: Store>(
+async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     s: &mut Search<'_>,
@@ -583,7 +583,7 @@ async fn wait_for_release<S: Store>(
 }
 
 /// The wait of [`wait_for_release`], with the entry (if any) joined.
-async fn wait_in_queue<S: Store>(
+async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     make: Make<'_>,
@@ -671,7 +671,7 @@ async fn wait_in_queue<S: Store>(
 /// orders the queue; one that shows room nobody was promised is searched.
 /// Outside the queue it searches again (the summaries, or the probes), and
 /// with `crossNode: plugin` forces a release past its bound.
-async fn look_again<S: Store>(
+async fn look_again<S: Clock + Leases + Summaries + Signals>(
     c: &mut Claiming<'_, S>,
     s: &mut Search<'_>,
     make: Make<'_>,
@@ -712,7 +712,7 @@ async fn look_again<S: Store>(
 
 /// Forces the oldest release of `read` that outlived its own bound
 /// (`crossNode: plugin`), records why, and claims its address.
-async fn force_stuck<S: Store>(
+async fn force_stuck<S: Clock + Leases + Signals>(
     c: &mut Claiming<'_, S>,
     read: &[NetworkEndpoint],
     make: Make<'_>,
@@ -756,11 +756,7 @@ async fn force_stuck<S: Store>(
     c.create(&make(ip)).await
 }
 
-fn state_of<S: Store>(
-    c: &Claiming<'_, S>,
-    ep: &NetworkEndpoint,
-    now: Option<k8s_openapi::jiff::Timestamp>,
-) -> ReleaseState {
+fn state_of<S>(c: &Claiming<'_, S>, ep: &NetworkEndpoint, now: Option<k8s_openapi::jiff::Timestamp>) -> ReleaseState {
     let bound = ep.spec.force_release_after.as_deref().and_then(netendpoint_crd::duration::parse);
     netendpoint_lease::release_state(
         ep.metadata.deletion_timestamp.as_ref().map(|t| t.0),
@@ -771,7 +767,7 @@ fn state_of<S: Store>(
 }
 
 /// Why the set has no address to give, in figures.
-fn exhaustion<S: Store>(c: &Claiming<'_, S>, s: &Search<'_>, read: &[NetworkEndpoint], wait: Deadline) -> Exhaustion {
+fn exhaustion<S>(c: &Claiming<'_, S>, s: &Search<'_>, read: &[NetworkEndpoint], wait: Deadline) -> Exhaustion {
     let mut waiting: BTreeMap<String, usize> = BTreeMap::new();
     for ep in read {
         for f in ep.metadata.finalizers.iter().flatten() {
@@ -809,7 +805,7 @@ fn exhaustion<S: Store>(c: &Claiming<'_, S>, s: &Search<'_>, read: &[NetworkEndp
 }
 
 /// [`exhaustion`], with what the queue said.
-fn exhaustion_queued<S: Store>(
+fn exhaustion_queued<S>(
     c: &Claiming<'_, S>,
     s: &Search<'_>,
     read: &[NetworkEndpoint],

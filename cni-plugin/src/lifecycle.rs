@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 use crate::error::{Error, Result};
 use crate::local::{LocalState, StatusState};
 use crate::protocol::AttachmentKey;
-use crate::store::Store;
+use crate::store::{Clock, Cluster, Leases};
 use netendpoint_lease::Sightings;
 
 /// How long a successful STATUS is reused without asking the API server
@@ -37,7 +37,7 @@ pub const STATUS_UNREACHABLE_WINDOW: Duration = Duration::from_secs(60);
 /// the API server has been unreachable for longer than
 /// [`STATUS_UNREACHABLE_WINDOW`]. `now` is this node's Unix time in seconds:
 /// reachability is this node's own observation, with no server to ask.
-pub async fn status<S: Store>(store: &S, conf: &IpamConfig, local: &LocalState, now: i64) -> Result<()> {
+pub async fn status<S: Cluster>(store: &S, conf: &IpamConfig, local: &LocalState, now: i64) -> Result<()> {
     let key = conf.kubeconfig.as_path();
     let state = local.status_state(key);
     if state.failing_since.is_none()
@@ -107,7 +107,7 @@ fn sightings_gc(network: &str) -> String {
 ///   never undone.
 /// - Finalizers still gate the release, exactly as after DEL. Every failure
 ///   is reported, after all deletions were tried.
-pub async fn gc<S: Store>(
+pub async fn gc<S: Clock + Leases>(
     store: &S,
     conf: &IpamConfig,
     node: &str,

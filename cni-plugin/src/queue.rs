@@ -21,7 +21,7 @@ use netendpoint_crd::{IpFamily, MAX_NEED_SLOTS, NetworkEndpointNeed, NetworkEndp
 use tracing::{debug, info, warn};
 
 use crate::claim::{Claiming, Deadline};
-use crate::store::{Leases, Queue};
+use crate::store::{Clock, Queue};
 use netendpoint_netconf::RangeSet;
 
 /// Slots one ADD tries before it waits without an entry.
@@ -56,7 +56,7 @@ impl Entry {
 }
 
 /// The entry this ADD would create in `slot`, waiting until `wait` ends.
-fn entry_object<S: Leases>(
+fn entry_object<S: Clock>(
     c: &Claiming<'_, S>,
     family: IpFamily,
     slot: u8,
@@ -91,7 +91,7 @@ fn entry_object<S: Leases>(
 /// waiting ADDs rarely meet. `None` when this ADD cannot have one (the
 /// runtime passed no Pod UID, every slot tried is taken, or the API server
 /// refused): it then waits without a place in the queue, and says so.
-pub async fn join<S: Leases + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, wait: Deadline) -> Option<Entry> {
+pub async fn join<S: Clock + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, wait: Deadline) -> Option<Entry> {
     let first =
         u8::try_from(netendpoint_netconf::allocator::spread_hash(&c.who.key.container_id) % u64::from(MAX_NEED_SLOTS))
             .unwrap_or(0);
@@ -123,7 +123,7 @@ pub async fn join<S: Leases + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, 
 
 /// Deletes this ADD's entry (served or not). A failure is logged: the
 /// entry then lapses at its deadline, and the controller deletes it.
-pub async fn leave<S: Leases + Queue>(c: &mut Claiming<'_, S>, name: &str) {
+pub async fn leave<S: Queue>(c: &mut Claiming<'_, S>, name: &str) {
     let Some(pos) = c.entries.iter().position(|(n, _)| n == name) else { return };
     let (name, uid) = c.entries.remove(pos);
     if let Err(e) = c.retrying("leave the queue", || c.store.leave(&name, &uid)).await {

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 use crate::claim::{Claiming, Deadline, hold_object};
 use crate::error::{Error, Result};
 use crate::local::LocalState;
-use crate::store::{Leases, PodFacts, Store};
+use crate::store::{Clock, Cluster, Leases, PodFacts, Queue, Signals, Summaries};
 use crate::wait::{LeasesOf, Waited, await_condition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::time::Duration;
@@ -94,7 +94,7 @@ fn from_networks_annotation(facts: &PodFacts, network: &str, if_name: &str) -> O
 
 /// The claim `namespace`/`name` as this ADD continues it; `None` when it
 /// does not exist, has no UID, or belongs to another network.
-pub async fn identity<S: Store>(store: &S, network: &str, namespace: &str, name: &str) -> Result<Option<Identity>> {
+pub async fn identity<S: Cluster>(store: &S, network: &str, namespace: &str, name: &str) -> Result<Option<Identity>> {
     let Some(claim) = store.claim(namespace, name).await? else {
         debug!(claim = %name, "no such IPAMClaim: not sticky");
         return Ok(None);
@@ -137,7 +137,7 @@ pub const FIRST_CLAIM_WAIT: Duration = Duration::from_secs(5);
 /// [`FIRST_CLAIM_WAIT`], so the first Pod is sticky too. Any other Pod costs
 /// that one GET only when its name looks like a StatefulSet Pod's and no
 /// claim of that name exists.
-pub async fn first_claim<S: Store>(
+pub async fn first_claim<S: Cluster>(
     c: &Claiming<'_, S>,
     namespace: &str,
     pod: &str,
@@ -170,7 +170,7 @@ const MAX_ROUNDS: usize = 64;
 /// continues the claim's hold if it has one here, else creates one (at an
 /// address the allocator chooses); then waits, until `wait`, for the
 /// controller to create the incarnation.
-pub async fn claim<S: Store>(
+pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     index: usize,
@@ -213,7 +213,7 @@ fn releasing(hold: &NetworkEndpoint) -> bool {
 /// The request this ADD makes for incarnation `k`, waiting until `wait`
 /// ends: its deadline is on the API server's clock, so the controller
 /// creates nothing for it once the ADD has given up.
-fn request<S: Leases>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> IncarnationRequest {
+fn request<S: Clock>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> IncarnationRequest {
     let deadline = c
         .store
         .server_now()
@@ -234,7 +234,7 @@ fn request<S: Leases>(c: &Claiming<'_, S>, k: u32, wait: Deadline) -> Incarnatio
 /// repeated ADD), or asks for the next one and waits for it. A current
 /// incarnation of a sandbox already gone from this node is ended first, so
 /// that no retry waits for a DEL that already happened.
-async fn continue_hold<S: Store>(
+async fn continue_hold<S: Clock + Leases>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     mut hold: NetworkEndpoint,
@@ -323,7 +323,7 @@ fn sticky_wait<S>(c: &Claiming<'_, S>, ip: IpAddr, hold: &str, waiting_for: Stri
 
 /// Waits, until `wait`, for the controller to create incarnation `k` of
 /// `hold` for this attachment, watching the hold by name.
-async fn wait_for_incarnation<S: Store>(
+async fn wait_for_incarnation<S: Leases>(
     c: &mut Claiming<'_, S>,
     hold: &NetworkEndpoint,
     k: u32,
@@ -384,7 +384,7 @@ fn endpoint_of(hold: &NetworkEndpoint, k: u32) -> String {
 /// starts one only once the old one is stopped). Its agents' finalizers
 /// still gate the release; the controller creates the next incarnation once
 /// it is gone.
-async fn end_if_sandbox_gone<S: Store>(c: &Claiming<'_, S>, local: &LocalState, ep: &NetworkEndpoint) -> Result<()> {
+async fn end_if_sandbox_gone<S: Leases>(c: &Claiming<'_, S>, local: &LocalState, ep: &NetworkEndpoint) -> Result<()> {
     if ep.spec.node != c.who.node || ep.spec.container_id == c.who.key.container_id {
         return Ok(());
     }
@@ -410,7 +410,7 @@ fn is_mine<S>(c: &Claiming<'_, S>, r: &IncarnationRequest, k: u32) -> bool {
 /// What incarnation `k` still waits for, for the error when `waitForOld`
 /// runs out: the previous incarnation (live, or waiting on finalizers), or
 /// the controller.
-async fn waiting_for<S: Store>(c: &Claiming<'_, S>, hold: &NetworkEndpoint, k: u32) -> String {
+async fn waiting_for<S: Leases>(c: &Claiming<'_, S>, hold: &NetworkEndpoint, k: u32) -> String {
     let previous = hold.status.as_ref().and_then(|s| s.endpoint.clone());
     match previous {
         Some(name) if k > 1 => match c.store.get(&name).await {

@@ -24,7 +24,7 @@ use netendpoint_lease::outcome::{Guard, unless_changed};
 use netendpoint_lease::summary::{ShardView, counts_of};
 use tracing::{debug, warn};
 
-use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
+use super::{Change, Clock, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
 use crate::error::{Error, Result};
 
 /// The store over the Kubernetes API.
@@ -83,11 +83,13 @@ where
     tokio::time::timeout(timeout, watch).await.unwrap_or(Ok(Change::Quiet))
 }
 
-impl Leases for KubeStore {
+impl Clock for KubeStore {
     fn server_now(&self) -> Option<Timestamp> {
         self.clock.now()
     }
+}
 
+impl Leases for KubeStore {
     async fn create(&self, ep: &NetworkEndpoint) -> Result<Created> {
         match self.leases().create(&PostParams::default(), ep).await {
             Ok(created) => Ok(Created::Ours(Box::new(created))),

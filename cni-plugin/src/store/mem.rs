@@ -26,7 +26,7 @@ use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed, NetworkEndpointNeedS
 use netendpoint_lease::summary::{ShardView, shard_first, shard_index};
 use tokio::sync::Notify;
 
-use super::{Change, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
+use super::{Change, Clock, Cluster, Created, Leases, PodFacts, PoolSummaryView, Queue, Signals, Summaries};
 use crate::error::{Error, Result};
 
 /// A failure the test wants an operation to return.
@@ -538,11 +538,13 @@ fn shards_of(st: &State, pool: &str) -> BTreeMap<IpAddr, ShardView> {
     out
 }
 
-impl Leases for MemStore {
+impl Clock for MemStore {
     fn server_now(&self) -> Option<Timestamp> {
         Some(self.now())
     }
+}
 
+impl Leases for MemStore {
     async fn create(&self, ep: &NetworkEndpoint) -> Result<Created> {
         self.enter("create").await?;
         let name = ep.metadata.name.clone().unwrap();

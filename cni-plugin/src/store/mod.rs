@@ -1,5 +1,6 @@
-//! Every Kubernetes call the plugin makes, behind five narrow traits, one
+//! Every Kubernetes call the plugin makes, behind six narrow traits, one
 //! per role:
+//! - [`Clock`]: the API server's time, as its answers show it (no request);
 //! - [`Leases`]: the NetworkEndpoints themselves, touched by name only
 //!   (create, get, delete, patch, a watch of one name); the one list, by
 //!   container ID, serves only a DEL or CHECK whose node-local record is lost;
@@ -10,7 +11,9 @@
 //!
 //! [`kube::KubeStore`] implements them against the API server; the unit
 //! tests use an in-memory store (`mem.rs`) with the same 409 and finalizer
-//! semantics and injectable faults.
+//! semantics and injectable faults. [`Store`] is their union, for the
+//! command that may need every role (ADD); every other function asks only
+//! for the roles it uses.
 
 pub mod kube;
 #[cfg(test)]
@@ -48,11 +51,32 @@ pub enum Change<T = NetworkEndpoint> {
     Quiet,
 }
 
-/// The NetworkEndpoints, by name.
-#[allow(async_fn_in_trait)]
-pub trait Leases {
+/// The API server's clock, as the store's answers show it.
+///
+/// Guarantees: [`Clock::server_now`] makes no request and never runs ahead
+/// of the server (it is a lower bound: the last `Date` an answer carried
+/// plus the time elapsed since on this host's monotonic clock), so an age
+/// measured on it is never overstated, whatever the node's wall clock says.
+/// It is `None` until some answer arrived. Every deadline the plugin writes
+/// for the controller and every age it acts on (a summary's confirmation, a
+/// release against its bound, GC's grace) is taken on this clock.
+pub trait Clock {
     /// A lower bound of the API server's time now (`None` before any answer).
     fn server_now(&self) -> Option<Timestamp>;
+}
+
+/// The NetworkEndpoints, by name.
+///
+/// Guarantees: every call but [`Leases::find_by_container`] names one
+/// object. The create is the claim: [`Created::Ours`] only when this call
+/// made the object, so a name has one holder at a time. A delete carries
+/// the UID it means, so it never ends a successor under the same name, and
+/// a patch changes nothing when one of its tests fails (the plugin's
+/// patches test the UID or resourceVersion they were built from). A watch
+/// ends with [`Change::Quiet`], not an error, when it times out or the
+/// server ends it; the caller then reads the object again.
+#[allow(async_fn_in_trait)]
+pub trait Leases {
     /// Creates `ep`: the claim of its name.
     async fn create(&self, ep: &NetworkEndpoint) -> Result<Created>;
     /// The lease named `name`, if any.
@@ -85,6 +109,12 @@ pub struct PoolSummaryView {
 }
 
 /// The summaries the controller writes (hints; never the lock).
+///
+/// Guarantees: reads only, each of one object by name (or a watch of one
+/// name). What they say may be stale or missing, so a caller uses them to
+/// choose where to create, never to decide that an address is its own; a
+/// summary that does not exist, or a resource an older install does not
+/// serve, is `Ok(None)`, not an error.
 #[allow(async_fn_in_trait)]
 pub trait Summaries {
     /// The shard of `pool` starting at `first`, if the controller wrote one.
@@ -106,6 +136,9 @@ pub struct PodFacts {
 }
 
 /// Facts about the cluster.
+///
+/// Guarantees: reads only, each one request (a GET by name, or discovery).
+/// An object that does not exist is `Ok(None)` or `false`, not an error.
 #[allow(async_fn_in_trait)]
 pub trait Cluster {
     /// True if a Node object named `name` exists.
@@ -128,6 +161,11 @@ pub trait Cluster {
 /// The entries of the full-pool queue (`NetworkEndpointNeed`), by name: a
 /// waiting ADD creates its own, watches it for the address promised to it,
 /// and deletes it when it stops waiting.
+///
+/// Guarantees: entries are touched by name only, as [`Leases`] touches
+/// leases: a join is a create that is `Some` only when this call made the
+/// entry, a leave carries the entry's UID and never deletes another's, and
+/// a watch of an entry ends as [`Leases::next_change`] does.
 #[allow(async_fn_in_trait)]
 pub trait Queue {
     /// Creates `entry`: `Some` (as stored, with its UID and
@@ -149,13 +187,16 @@ pub trait Queue {
 }
 
 /// Events. Best effort: failures are logged.
+///
+/// Guarantees: recording an Event never fails the invocation and changes
+/// no lease; what the API server refuses is logged and dropped.
 #[allow(async_fn_in_trait)]
 pub trait Signals {
     /// Records a Kubernetes Event about `regarding`.
     async fn record_event(&self, regarding: ObjectReference, reason: &str, note: String, warning: bool);
 }
 
-/// Everything an invocation may call.
-pub trait Store: Leases + Summaries + Cluster + Queue + Signals {}
+/// Everything an invocation may call: the union of the roles.
+pub trait Store: Clock + Leases + Summaries + Cluster + Queue + Signals {}
 
-impl<T: Leases + Summaries + Cluster + Queue + Signals> Store for T {}
+impl<T: Clock + Leases + Summaries + Cluster + Queue + Signals> Store for T {}
