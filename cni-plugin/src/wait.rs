@@ -1,8 +1,11 @@
 //! One watch-until primitive, as kube-runtime's `await_condition`: follow
 //! one object by name until a condition holds, or a deadline passes. Every
-//! wait of the plugin is this one loop with its own condition: a release
-//! until its lease is gone ([`gone_or_replaced`]), a queue entry until an
-//! address is promised, a sticky hold until the controller answers.
+//! wait for one object is this one loop with its own condition: a release
+//! until its lease is gone ([`gone_or_replaced`]), a sticky hold until the
+//! controller answers. The full-pool queue's wait (`dynamic::next_wake`)
+//! is the one exception: it races its entry's next change against a
+//! promised release and its look-again timer, so it takes one change of
+//! the entry at a time (`Queue::next_entry_change`) rather than a loop.
 //!
 //! It touches the object by name only (a watch narrowed by
 //! `fieldSelector=metadata.name`, and a GET when a watch ended without an
@@ -13,12 +16,12 @@
 use std::time::Duration;
 
 use kube::Resource;
-use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed};
+use netendpoint_crd::NetworkEndpoint;
 use tracing::{debug, warn};
 
 use crate::claim::Deadline;
 use crate::error::Result;
-use crate::store::{Change, Leases, Queue};
+use crate::store::{Change, Leases};
 
 /// The first pause after a failed watch, and the longest.
 const RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -50,21 +53,6 @@ impl<S: Leases> Watched for LeasesOf<'_, S> {
 
     async fn next(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<Change> {
         self.0.next_change(name, resource_version, timeout).await
-    }
-}
-
-/// The queue entries of a store, as [`Watched`] objects.
-pub struct EntriesOf<'s, S>(pub &'s S);
-
-impl<S: Queue> Watched for EntriesOf<'_, S> {
-    type Object = NetworkEndpointNeed;
-
-    async fn read(&self, name: &str) -> Result<Option<NetworkEndpointNeed>> {
-        self.0.entry(name).await
-    }
-
-    async fn next(&self, name: &str, resource_version: &str, timeout: Duration) -> Result<Change<NetworkEndpointNeed>> {
-        self.0.next_entry_change(name, resource_version, timeout).await
     }
 }
 
