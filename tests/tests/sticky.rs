@@ -33,7 +33,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const NS: &str = "default";
 const FIN: &str = "agent.example.com/sticky";
-const RECREATIONS: usize = 200;
+const RECREATIONS: usize = 500;
 
 /// A sticky network: its net conf (network name = pool name), published in
 /// a ConfigMap the controller reads, and the controller serving it.
@@ -237,14 +237,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// 200 recreations of one StatefulSet Pod in a full pool of six addresses,
+/// 500 recreations of one StatefulSet Pod in a full pool of six addresses,
 /// with an agent that holds its finalizer and tears down after up to 1 s,
 /// the old sandbox's DEL up to 200 ms after the new one's ADD began, and
-/// five other Pods deleting and recreating themselves all along, competing
-/// for every address that is released. The sticky address is never lost,
-/// and never has two holders.
+/// five other Pods, real Pod objects bound to the node as a Deployment's
+/// are, replaced all along (a new Pod and its ADD, the old Pod's DEL and
+/// deletion at the same moment), so that their ADDs wait in the pool's
+/// queue as believed entries and compete for every address that is
+/// released. The sticky address is never lost and never has two holders;
+/// the StatefulSet Pod's ADD never fails; a competitor fails only with the
+/// full-pool error, and those failures are counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in_order() {
+async fn a_statefulset_pod_keeps_its_ip_across_500_recreations_in_a_full_pool_in_order() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let node = h::unique("sticky-node");
@@ -264,24 +268,44 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
     let mut container = format!("{pool}-g0");
     let ip = add(&conf, &container, &pod, &uid).unwrap();
 
-    // Five other pods fill the pool and churn: each cycle deletes its
-    // sandbox and creates the next at the same moment.
+    // Five other Pods fill the pool and are replaced all along, as a
+    // rollout replaces a Deployment's Pods: each cycle creates the next Pod
+    // and runs its ADD while the old Pod's sandbox is deleted (DEL, then
+    // the Pod object). An ADD that fails is retried, as kubelet retries a
+    // sandbox; only the full-pool error may fail it.
     let mut competitors = Vec::new();
+    let runtime = tokio::runtime::Handle::current();
     for slot in 0..5 {
-        let (conf, pool, stop) = (conf.clone(), pool.clone(), stop.clone());
+        let (conf, pool, stop, node, rt) = (conf.clone(), pool.clone(), stop.clone(), node.clone(), runtime.clone());
         competitors.push(std::thread::spawn(move || {
             let cid = |g: usize| format!("{pool}-c{slot}-g{g}");
-            let pod = format!("other-{slot}");
-            let mut got = vec![h::cni_add_retrying(&conf, &cid(0), &pod, 400).ip];
+            let next_pod = || rt.block_on(h::waiting_pod(&format!("other-{slot}"), &node));
+            let mut failures = 0;
+            let mut served = |cid: &str, pod: &str, uid: &str| loop {
+                match add(&conf, cid, pod, uid) {
+                    Ok(ip) => break ip,
+                    Err((_, e)) if e.contains("exhausted") && failures < 1000 => failures += 1,
+                    Err(e) => panic!("competitor {pod}: {e:?}"),
+                }
+            };
+            let (mut current, current_uid) = next_pod();
+            let mut got = vec![served(&cid(0), &current, &current_uid)];
             let mut g = 0;
             while !stop.load(Ordering::Relaxed) {
                 g += 1;
-                let (c, old) = (conf.clone(), cid(g - 1));
-                let del = std::thread::spawn(move || h::cni_del(&c, &old));
-                got.push(h::cni_add_retrying(&conf, &cid(g), &pod, 400).ip);
+                let (next, next_uid) = next_pod();
+                let (c, old, old_pod, rt) = (conf.clone(), cid(g - 1), current.clone(), rt.clone());
+                let del = std::thread::spawn(move || {
+                    h::cni_del(&c, &old);
+                    rt.block_on(delete_pod(&old_pod));
+                });
+                got.push(served(&cid(g), &next, &next_uid));
                 del.join().unwrap();
+                current = next;
             }
-            (g, got)
+            h::cni_del(&conf, &cid(g));
+            rt.block_on(delete_pod(&current));
+            (g, got, failures)
         }));
     }
 
@@ -315,10 +339,11 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
         del.join().unwrap();
     }
     stop.store(true, Ordering::Relaxed);
-    let mut cycles = 0;
+    let (mut cycles, mut competitor_failures) = (0, 0);
     for c in competitors {
-        let (n, got) = c.join().unwrap();
+        let (n, got, failures) = tokio::task::spawn_blocking(move || c.join().unwrap()).await.unwrap();
         cycles += n;
+        competitor_failures += failures;
         assert!(!got.contains(&ip), "another Pod got the sticky address");
     }
     h::wait_converged(&agent, &[&pool], "after the recreations").await;
@@ -339,14 +364,16 @@ async fn a_statefulset_pod_keeps_its_ip_across_200_recreations_in_a_full_pool_in
     times.sort();
     println!(
         "sticky: {RECREATIONS} recreations in a full pool of 6; recreation ADD p50 {} ms p99 {} ms max {} ms; \
-         {mean:.1} API requests per recreation ADD (max {}); {retries} retries (code 11); competitor cycles \
-         {cycles}; address lost 0; lost rules 0; out of order 0; two holders 0; {:.1} s",
+         {mean:.1} API requests per recreation ADD (max {}); {retries} retries (code 11); competitor Pods \
+         replaced {cycles}, their ADDs failed (pool full) {competitor_failures}; address lost 0; lost rules 0; \
+         out of order 0; two holders 0; {:.1} s",
         percentile(&times, 0.5).as_millis(),
         percentile(&times, 0.99).as_millis(),
         times.last().unwrap().as_millis(),
         per_add.iter().max().unwrap_or(&0),
         started.elapsed().as_secs_f64()
     );
+    assert_eq!(retries, 0, "the StatefulSet Pod's ADD never failed");
     delete_pod(&pod).await;
     delete_statefulset(&sts).await;
     net.stop().await;
