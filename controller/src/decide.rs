@@ -7,7 +7,7 @@
 //! identified by name and UID (and, for holds, resourceVersion), so a
 //! successor under the same name is never touched.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -141,6 +141,12 @@ pub struct Memory {
     /// Objects already acted on (UIDs, with the incarnation for a hold's
     /// request), until they leave the snapshot.
     acted: HashSet<String>,
+    /// For each pool whose ranges the controller does not know (its
+    /// network is configured elsewhere): every address it saw allocated
+    /// there (a lease that is no static request, or a hold). Each was in the
+    /// pool's dynamic ranges when the plugin chose it, so the queue may
+    /// promise it once it is free again. At most one entry per address.
+    allocated_seen: HashMap<String, BTreeSet<IpAddr>>,
 }
 
 /// Why a sticky hold ends.
@@ -556,9 +562,9 @@ impl Pass<'_> {
     }
 
     /// Up to `n` addresses of `pool` in `family` that no lease or hold
-    /// holds, when the pool's ranges are known.
+    /// holds: from the pool's ranges when they are known, otherwise among
+    /// the addresses seen allocated there ([`Memory::allocated_seen`]).
     fn free_addresses(&self, pool: &str, family: IpFamily, n: usize) -> Vec<IpAddr> {
-        let Some(sets) = self.world.ranges.get(pool) else { return Vec::new() };
         let taken: HashSet<IpAddr> = self
             .world
             .leases
@@ -567,12 +573,22 @@ impl Pass<'_> {
             .filter_map(|l| l.ip)
             .chain(self.world.holds.iter().filter(|h| h.pool == pool).map(|h| h.ip))
             .collect();
-        sets.iter()
-            .filter(|s| s.family() == family)
-            .flat_map(|s| s.candidates(None))
-            .filter(|ip| !taken.contains(ip))
-            .take(n)
-            .collect()
+        let free = |ip: &IpAddr| !taken.contains(ip) && IpFamily::of(*ip) == family;
+        match self.world.ranges.get(pool) {
+            Some(sets) => sets.iter().flat_map(|s| s.candidates(None)).filter(free).take(n).collect(),
+            None => self.memory.allocated_seen.get(pool).into_iter().flatten().copied().filter(free).take(n).collect(),
+        }
+    }
+
+    /// Notes the addresses allocated in pools whose ranges are unknown.
+    fn see_allocations(&mut self) {
+        let ranges = &self.world.ranges;
+        let leased = self.world.leases.iter().filter(|l| !l.static_ip).filter_map(|l| Some((&l.pool, l.ip?)));
+        let held = self.world.holds.iter().map(|h| (&h.pool, h.ip));
+        for (pool, ip) in leased.chain(held).filter(|(pool, _)| !ranges.contains_key(*pool)) {
+            self.memory.allocated_seen.entry(pool.clone()).or_default().insert(ip);
+        }
+        self.memory.allocated_seen.retain(|pool, _| !ranges.contains_key(pool));
     }
 
     /// Serves each pool's queue in arrival order: promises its free
@@ -580,6 +596,7 @@ impl Pass<'_> {
     /// promised release that outlived its bound, and deletes the entries
     /// whose Pod does not wait on their node or whose deadline passed.
     fn serve_queue(&mut self) {
+        self.see_allocations();
         let now = self.now;
         let mut queues: BTreeMap<(String, IpFamily), Vec<Waiter>> = BTreeMap::new();
         for w in &self.world.waiters {

@@ -277,6 +277,7 @@ impl TestLease for Lease {
             force_release_after: None,
             sticky: None,
             incarnation: None,
+            static_ip: false,
         }
     }
 

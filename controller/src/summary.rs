@@ -304,6 +304,7 @@ mod tests {
             force_release_after: None,
             sticky: None,
             incarnation: None,
+            static_ip: false,
         }
     }
 

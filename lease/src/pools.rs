@@ -129,6 +129,7 @@ mod tests {
             force_release_after: None,
             sticky: None,
             incarnation: None,
+            static_ip: false,
         }
     }
 

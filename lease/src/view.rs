@@ -42,6 +42,9 @@ pub struct Lease {
     pub sticky: Option<Sticky>,
     /// The incarnation of a claim this endpoint is, when it is one.
     pub incarnation: Option<u32>,
+    /// True when its sandbox asked for this address (`spec.static`), which
+    /// may lie outside what the allocator hands out.
+    pub static_ip: bool,
 }
 
 /// A sticky hold as its readers see it (see [`crate::hold`]).
@@ -133,6 +136,7 @@ impl Lease {
             force_release_after: ep.spec.force_release_after.as_deref().and_then(duration::parse),
             sticky,
             incarnation: ep.spec.incarnation,
+            static_ip: ep.spec.static_ip == Some(true),
             name,
         })
     }

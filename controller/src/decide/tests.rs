@@ -36,6 +36,7 @@ impl TestLease for Lease {
             force_release_after: None,
             sticky: None,
             incarnation: None,
+            static_ip: false,
         }
     }
     /// A released lease of an older version held for StatefulSet `web`'s Pod `web-<ordinal>` since `at`.
@@ -580,6 +581,34 @@ fn the_queue_is_served_in_arrival_order_and_entries_nobody_waits_for_are_dropped
         kinds(&decide(&w, &s, &mut m, t(42))),
         ["promise 10.0.0.5 to z-first (1/3)", "promise 10.0.0.4~ to m-third (3/3)"]
     );
+}
+
+#[test]
+fn a_pool_of_unknown_ranges_promises_the_addresses_it_saw_allocated_once_they_are_free() {
+    let s = settings();
+    // No network config for pool p: only what was seen allocated is known in range.
+    let mut w = world(vec![Lease::test("10.0.0.2"), Lease::test("10.0.0.3"), Lease::test("10.0.0.7")]);
+    w.leases[2].static_ip = true;
+    w.waiters = vec![waiter("first", 100, 60), waiter("second", 101, 60)];
+    w.believed = w.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
+    let mut m = Memory::default();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(40))), ["queue first (1/2)", "queue second (2/2)"]);
+    // .3 is deleted with no finalizer (gone at once), and so is the static .7.
+    w.leases.retain(|l| l.name == "p.10.0.0.2");
+    for x in &mut w.waiters {
+        x.status = m.promised.get(&x.uid).cloned().unwrap_or_default();
+    }
+    assert_eq!(
+        kinds(&decide(&w, &s, &mut m, t(41))),
+        ["promise 10.0.0.3 to first (1/2)"],
+        "an address seen allocated is promised once free; a static request's address never is"
+    );
+    // Once the pool's ranges are known, they are what counts.
+    w.ranges.insert("p".into(), ranges("10.0.0.0/29"));
+    for x in &mut w.waiters {
+        x.status = m.promised.get(&x.uid).cloned().unwrap_or_default();
+    }
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(42))), ["promise 10.0.0.4 to second (2/2)"]);
 }
 
 #[test]

@@ -183,6 +183,39 @@ impl Ctx {
         Invocation { program: self.plugin(), args: vec![], env: self.cni_env("ADD", cid), stdin: conf.to_vec() }
     }
 
+    /// The ADD of a sandbox of a real Pod: Pod `default/<cid>` is created
+    /// first (bound to `bench-node`, never started: `Pending`, as a Pod
+    /// waiting for its sandbox is), and the ADD names it with its UID, as
+    /// kubelet does. A waiting ADD's queue entry is believed only for such
+    /// a Pod; the cases that measure waiting use this, the others [`Ctx::add`].
+    pub(crate) fn pod_add(&self, conf: &[u8], cid: &str) -> Invocation {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), "default");
+        let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(self.client.clone(), "default");
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": cid, "namespace": "default"},
+            "spec": {"nodeName": "bench-node", "automountServiceAccountToken": false,
+                     "containers": [{"name": "c", "image": "example.invalid/none"}]}
+        });
+        let uid = self.rt.block_on(async {
+            let sa = serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+            let _ = sas.create(&PostParams::default(), &sa).await;
+            let pod = serde_json::from_value(pod).unwrap();
+            pods.create(&PostParams::default(), &pod).await.ok().and_then(|p| p.metadata.uid)
+        });
+        let mut env = self.cni_env("ADD", cid);
+        if let Some(uid) = uid {
+            env.retain(|(k, _)| k != "CNI_ARGS");
+            env.push((
+                "CNI_ARGS".into(),
+                format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={cid};K8S_POD_UID={uid}"),
+            ));
+        } else {
+            eprintln!("bench: Pod default/{cid} could not be created; its ADD names a Pod that does not exist");
+        }
+        Invocation { program: self.plugin(), args: vec![], env, stdin: conf.to_vec() }
+    }
+
     pub(crate) fn del(&self, conf: &[u8], cid: &str) -> Invocation {
         Invocation { program: self.plugin(), args: vec![], env: self.cni_env("DEL", cid), stdin: conf.to_vec() }
     }

@@ -10,25 +10,34 @@ pub(crate) struct Churn {
     pub(crate) cycles: usize,
     pub(crate) nodes: usize,
     pub(crate) add: Stats,
+    /// The first DEL of each sandbox.
     pub(crate) del: Stats,
+    /// The runtime's repeated DELs of a sandbox already deleted.
+    pub(crate) del_again: Stats,
     pub(crate) server: ServerCounts,
     pub(crate) cpu_s: Option<f64>,
     pub(crate) wall_s: f64,
     /// Summary writes of the controller during the churn.
     pub(crate) summary_writes: f64,
-    /// The plugin's own mean count of its requests per ADD and per DEL.
+    /// The plugin's own mean count of its requests per ADD and per DEL
+    /// (every DEL, repeated ones included).
     pub(crate) logged: (f64, f64),
 }
+
+/// DELs per sandbox, as containerd makes them: at StopPodSandbox, at
+/// RemovePodSandbox, and once more when kubelet retries the removal.
+const DELS_PER_SANDBOX: usize = 3;
 
 /// `cycles` delete-and-recreate cycles spread over `nodes` (node `k` with
 /// plugin configuration `confs[k]`), one worker per node, all at once. A
 /// node's first cycle ADDs one pod; every later cycle DELs through the
-/// plugin the pod its previous cycle ADDed (which the node recorded) and
-/// ADDs a new one, so the pool's fill stays where it is, one pod per node
+/// plugin the pod its previous cycle ADDed (which the node recorded),
+/// [`DELS_PER_SANDBOX`] times as the runtime does, and ADDs a new one, so the pool's fill stays where it is, one pod per node
 /// above the fill. With `cap`, no cycle starts after that long.
 pub(crate) fn churn(ctx: &Ctx, nodes: &[String], confs: &[Vec<u8>], cycles: usize, cap: Option<Duration>) -> Churn {
     let add_lat = Mutex::new(Vec::new());
     let del_lat = Mutex::new(Vec::new());
+    let again_lat = Mutex::new(Vec::new());
     let add_fails = Mutex::new(Vec::new());
     let del_fails = Mutex::new(Vec::new());
     let logs: Vec<Vec<u8>> = confs
@@ -48,7 +57,8 @@ pub(crate) fn churn(ctx: &Ctx, nodes: &[String], confs: &[Vec<u8>], cycles: usiz
     std::thread::scope(|s| {
         for (k, conf) in logs.iter().enumerate() {
             let mine_cycles = cycles / nodes.len() + usize::from(k < cycles % nodes.len());
-            let (add_lat, del_lat, add_fails, del_fails) = (&add_lat, &del_lat, &add_fails, &del_fails);
+            let (add_lat, del_lat, again_lat) = (&add_lat, &del_lat, &again_lat);
+            let (add_fails, del_fails) = (&add_fails, &del_fails);
             s.spawn(move || {
                 let mut last_added: Option<String> = None;
                 for j in 0..mine_cycles {
@@ -56,9 +66,12 @@ pub(crate) fn churn(ctx: &Ctx, nodes: &[String], confs: &[Vec<u8>], cycles: usiz
                         break;
                     }
                     if let Some(old) = last_added.take() {
-                        match run_one(&ctx.del(conf, &old)) {
-                            (true, took, _) => del_lat.lock().unwrap().push(took),
-                            (false, _, out) => del_fails.lock().unwrap().push(out),
+                        for n in 0..DELS_PER_SANDBOX {
+                            let lat = if n == 0 { del_lat } else { again_lat };
+                            match run_one(&ctx.del(conf, &old)) {
+                                (true, took, _) => lat.lock().unwrap().push(took),
+                                (false, _, out) => del_fails.lock().unwrap().push(out),
+                            }
                         }
                     }
                     let container = format!("churn-{k}-{j}");
@@ -82,6 +95,7 @@ pub(crate) fn churn(ctx: &Ctx, nodes: &[String], confs: &[Vec<u8>], cycles: usiz
     report_failures("churn DEL", nodes.len(), &del_fails);
     let add = Stats::of(add_lat.into_inner().unwrap(), add_fails.len(), wall);
     let del = Stats::of(del_lat.into_inner().unwrap(), del_fails.len(), wall);
+    let del_again = Stats::of(again_lat.into_inner().unwrap(), 0, wall);
     let mean = |cmd: &str| {
         let per: Vec<(f64, usize)> =
             (0..nodes.len()).map(|k| logged_requests(&ctx.work.join(format!("churn-{k}.log")), cmd)).collect();
@@ -95,6 +109,7 @@ pub(crate) fn churn(ctx: &Ctx, nodes: &[String], confs: &[Vec<u8>], cycles: usiz
         nodes: nodes.len(),
         add,
         del,
+        del_again,
         server: ServerCounts::between(&before, &after),
         cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
         wall_s: wall.as_secs_f64(),
@@ -111,9 +126,12 @@ pub(crate) fn report_churn(ctx: &Ctx, report: &mut String, pool: &str, fill: &st
         report,
         "{} cycles{} in the {pool} at {fill}, spread over {} of the node names, one worker per node, all at once ({:.0} s). A node's \
          first cycle ADDs one pod; each later cycle DELs through the plugin the pod its previous cycle ADDed (by the node's record \
-         of it, by name) and then ADDs a new one on the same node, so the fill stays where it is. The controller summarises the \
+         of it, by name), {DELS_PER_SANDBOX} times as containerd does (StopPodSandbox, RemovePodSandbox, a retried removal: \
+         the later DELs find the node's tombstone of the sandbox), and then ADDs a new one on the same node, so the fill stays \
+         where it is. The controller summarises the \
          pool meanwhile. Counted at the server: NetworkEndpoint LISTs and the objects the watch cache scanned for lists; 409s per \
-         ADD; response bytes and API server CPU per cycle (one DEL and one ADD); and the controller's summary writes per second \
+         ADD; LISTs per pod deletion (its {DELS_PER_SANDBOX} DELs; the target is 0); response bytes and API server CPU per cycle (one \
+         pod's DELs and one ADD); and the controller's summary writes per second \
          (`netendpoint_summary_writes_total`: at most one per shard or pool per 250 ms). The plugin's own tally of its requests \
          (logged per invocation) gives the requests per ADD and per DEL.\n",
         r.cycles,
@@ -129,22 +147,25 @@ pub(crate) fn report_churn(ctx: &Ctx, report: &mut String, pool: &str, fill: &st
     );
     let _ = writeln!(
         report,
-        "| pool | nodes | cycles | failed DEL | failed ADD | DEL p50 ms | ADD p50 ms | ADD p99 ms | requests per ADD | requests per DEL | LISTs | objects scanned per cycle | 409s per ADD | summary writes per s | response bytes per cycle | API server CPU s per 1,000 cycles |"
+        "| pool | nodes | cycles | failed DEL | failed ADD | DEL p50 ms | repeated DEL p50 ms | ADD p50 ms | ADD p99 ms | requests per ADD | requests per DEL | LISTs | LISTs per pod deletion | objects scanned per cycle | 409s per ADD | summary writes per s | response bytes per cycle | API server CPU s per 1,000 cycles |"
     );
-    let _ = writeln!(report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ =
+        writeln!(report, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let _ = writeln!(
         report,
-        "| {pool} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} | {:.1} | {:.2} | {:.1} | {:.0} | {} |",
+        "| {pool} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.2} | {:.1} | {:.0} | {} |",
         r.nodes,
         r.cycles,
         r.del.failed,
         r.add.failed,
         r.del.p50_ms,
+        r.del_again.p50_ms,
         r.add.p50_ms,
         r.add.p99_ms,
         r.logged.0,
         r.logged.1,
         c.lists,
+        c.lists / r.del.n.max(1) as f64,
         c.scanned / adds,
         c.conflicts / adds,
         r.summary_writes / r.wall_s.max(0.001),

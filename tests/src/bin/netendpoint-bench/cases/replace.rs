@@ -17,9 +17,10 @@ pub(crate) fn bench_replacement_before_del(ctx: &Ctx, report: &mut String) {
     for r in 0..rounds {
         let (old, new) = (format!("repl-{r}"), format!("repl-{}", r + 4));
         let delay = Duration::from_millis(rng.u64(0..=2000));
+        let replacement = ctx.pod_add(&conf, &new);
         let (add, del_started) = std::thread::scope(|s| {
             let t0 = Instant::now();
-            let add = s.spawn(|| run_one(&ctx.add(&conf, &new)));
+            let add = s.spawn(|| run_one(&replacement));
             std::thread::sleep(delay);
             let del_started = t0.elapsed();
             let _ = run_one(&ctx.del(&conf, &old));
@@ -44,8 +45,8 @@ pub(crate) fn bench_replacement_before_del(ctx: &Ctx, report: &mut String) {
     let _ = writeln!(
         report,
         "As under kubelet, where a replacement pod's ADD often comes before the old pod's DEL. A pool of 4 IPs, all leased, \
-         no finalizers (so the DEL frees the address at once), `waitForRelease: 10s`. Each round starts the replacement's ADD, \
-         then after a random 0–2 s delay runs the old pod's DEL; the ADD must wait for that release to begin and finish. \
+         no finalizers (so the DEL frees the address at once), `waitForRelease: 10s`. Each round starts the replacement's ADD (of a real \
+         Pending Pod, so that its queue entry is believed), then after a random 0–2 s delay runs the old pod's DEL; the ADD must wait for that release to begin and finish. \
          Latency is measured from the start of the replacement's ADD.\n"
     );
     let _ = writeln!(report, "| rounds | succeeded | success % | p50 ms | p99 ms | p50 ms after the DEL started |");

@@ -24,11 +24,12 @@ pub(crate) fn bench_release_to_reuse(ctx: &Ctx, report: &mut String) {
     for r in 0..rounds {
         let old = format!("reuse-{}", r % 4 + 4 * (r / 4));
         let new = format!("reuse-{}", r % 4 + 4 * (r / 4 + 1));
+        let add = ctx.pod_add(&conf, &new);
         let t0 = Instant::now();
         let del =
             Invocation { program: ctx.plugin(), args: vec![], env: ctx.cni_env("DEL", &old), stdin: conf.clone() };
         let (ok_del, _, _) = run_one(&del);
-        let (ok_add, _, _) = run_one(&ctx.add(&conf, &new));
+        let (ok_add, _, _) = run_one(&add);
         if ok_del && ok_add {
             lat.push(t0.elapsed());
         } else {
@@ -41,7 +42,7 @@ pub(crate) fn bench_release_to_reuse(ctx: &Ctx, report: &mut String) {
     let _ = writeln!(report, "## Release-to-reuse latency (full pool, watcher-example acknowledging)\n");
     let _ = writeln!(
         report,
-        "A pool of 4 IPs, all leased with the agent's finalizer declared. Each round: DEL one pod, then ADD its replacement, which must wait until watcher-example removed its rule and its finalizer. Measured from the start of DEL to the end of the replacement's ADD.\n"
+        "A pool of 4 IPs, all leased with the agent's finalizer declared. Each round: DEL one pod, then ADD its replacement (a real Pending Pod, so that its queue entry is believed), which must wait until watcher-example removed its rule and its finalizer. Measured from the start of DEL to the end of the replacement's ADD.\n"
     );
     let _ = writeln!(report, "| rounds | failed | p50 ms | p99 ms |");
     let _ = writeln!(report, "|---:|---:|---:|---:|");
