@@ -83,10 +83,9 @@ impl std::fmt::Display for MissingParams {
         );
         write!(
             f,
-            "the API server's admission policy {policy} finds no {object}, so it refuses every lease create and update \
-             (deletes are not affected): the ConfigMap is missing ({}), or it exists and the API servers stopped \
-             reading it after the policies were deleted and applied again (kubernetes/kubernetes#133827: restart \
-             the API servers)",
+            "the API server's admission policy {policy} found no {object} and refused: the ConfigMap is missing \
+             ({}), or it exists and the API servers stopped reading it after the policies were deleted and applied \
+             again (kubernetes/kubernetes#133827: restart the API servers)",
             self.cure()
         )
     }
@@ -118,7 +117,7 @@ mod tests {
         assert!(agents.to_string().contains("ConfigMap netendpoint-agents"));
         let renamed = MissingParams::of_message(&ANSWER.replace("netendpoint-lease-range", "mine")).unwrap();
         assert_eq!(renamed.configmap, None);
-        assert!(renamed.to_string().contains("policy mine finds no parameters"));
+        assert!(renamed.to_string().contains("policy mine found no parameters"));
     }
 
     #[test]
