@@ -70,6 +70,19 @@ fn spawn_reflector<K, S>(
     });
 }
 
+/// A store of the one ConfigMap `(namespace, name)`, watched by name.
+fn one_configmap(
+    client: &Client,
+    (ns, name): (String, String),
+    notify: &Arc<Notify>,
+    what: &'static str,
+) -> Store<ConfigMap> {
+    let (cms, w) = reflector::store();
+    let one = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    spawn_reflector(w, watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one), notify.clone(), what, None);
+    cms
+}
+
 impl Stores {
     /// Starts a reflector for each kind the controller reads, each waking
     /// `notify` on every event: the leases of `--selector`, Nodes, the
@@ -113,37 +126,9 @@ impl Stores {
             "needs",
             None,
         );
-        let net_conf = match opts.net_conf()? {
-            None => None,
-            Some((ns, name)) => {
-                let (cms, w) = reflector::store();
-                let one = cfg().fields(&format!("metadata.name={name}"));
-                spawn_reflector(
-                    w,
-                    watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one),
-                    notify.clone(),
-                    "net-conf",
-                    None,
-                );
-                Some(cms)
-            }
-        };
+        let net_conf = opts.net_conf()?.map(|one| one_configmap(client, one, notify, "net-conf"));
         // The pools parameter, so that one deleted by hand is written again at once.
-        let pools_param = match opts.pools_param()? {
-            None => None,
-            Some((ns, name)) => {
-                let (cms, w) = reflector::store();
-                let one = cfg().fields(&format!("metadata.name={name}"));
-                spawn_reflector(
-                    w,
-                    watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one),
-                    notify.clone(),
-                    "pools-param",
-                    None,
-                );
-                Some(cms)
-            }
-        };
+        let pools_param = opts.pools_param()?.map(|one| one_configmap(client, one, notify, "pools-param"));
         // StatefulSets end the legacy holds of their Pods, and get claims for sticky networks.
         let (statefulsets, w) = reflector::store();
         let sts = watcher(Api::<StatefulSet>::all(client.clone()), cfg()).modify(|s: &mut StatefulSet| {
