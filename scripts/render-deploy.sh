@@ -11,7 +11,7 @@
 # --check writes nothing and fails if deploy/ differs from the chart's
 # render (run `make deploy`), and also checks that the chart with its
 # defaults and the kustomize tree (kubectl kustomize deploy/, plus
-# deploy/agents.yaml and deploy/namespace.yaml) make the same objects.
+# deploy/namespace.yaml) make the same objects.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 helm=${HELM:-tests/bin/helm}
@@ -75,7 +75,7 @@ objects() { # YAML on stdin -> one canonical JSON object per line, sorted
   "$kubectl" annotate --local -f - netendpoint.dev/none- -o json | jq -cS '(.items // [.])[]' | sort
 }
 "$helm" template netendpoint "$chart" --namespace netendpoint-system | objects > "$work/helm.json"
-{ "$kubectl" kustomize deploy; echo "---"; cat deploy/agents.yaml; echo "---"; cat deploy/namespace.yaml; } |
+{ "$kubectl" kustomize deploy; echo "---"; cat deploy/namespace.yaml; } |
   objects | sort -u > "$work/kustomize.json"
 if ! cmp -s "$work/helm.json" "$work/kustomize.json"; then
   echo "render-deploy: the chart and the kustomize tree make different objects:" >&2

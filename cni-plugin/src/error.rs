@@ -103,6 +103,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// An admission policy refused a write because it found no parameters
+    /// (code 110): an install object it reads is missing, or the API server
+    /// does not read it. Deletes are never refused so.
+    #[error("API server refused to {op}: {missing}")]
+    ParamsMissing {
+        /// The operation that failed.
+        op: String,
+        /// The policy, the ConfigMap and the cure.
+        missing: netendpoint_crd::admission::MissingParams,
+    },
     /// Any other API error (code 105).
     #[error("API server error while trying to {op}: {source}")]
     Api {
@@ -315,6 +325,7 @@ impl Error {
             Self::CrdMissing => 103,
             Self::Kubeconfig { .. } | Self::Credentials { .. } => 104,
             Self::Api { .. } => 105,
+            Self::ParamsMissing { .. } => 110,
             Self::CheckFailed(_) => 106,
             Self::Many(errs) => errs.first().map_or(105, Error::code),
         }
@@ -336,7 +347,11 @@ impl Error {
     /// nothing (credentials, permissions, a missing CRD, admission).
     pub fn wrote_nothing(&self) -> bool {
         match self {
-            Self::ApiDenied { .. } | Self::CrdMissing | Self::Credentials { .. } | Self::Kubeconfig { .. } => true,
+            Self::ApiDenied { .. }
+            | Self::CrdMissing
+            | Self::Credentials { .. }
+            | Self::Kubeconfig { .. }
+            | Self::ParamsMissing { .. } => true,
             Self::Api { source: kube::Error::Api(s), .. } => {
                 (400..500).contains(&s.code) && s.code != 408 && s.code != 429
             }
@@ -381,6 +396,9 @@ impl Error {
     /// Classifies a kube-rs error from operation `op` into the variant a user can act on.
     pub fn from_kube(op: impl Into<String>, source: kube::Error) -> Self {
         let op = op.into();
+        if let Some(missing) = netendpoint_crd::admission::MissingParams::of_error(&source) {
+            return Self::ParamsMissing { op, missing };
+        }
         match &source {
             kube::Error::Api(status) if status.code == 401 || status.code == 403 => {
                 Self::ApiDenied { op, status: status.code, message: status.message.clone() }
@@ -416,6 +434,22 @@ mod tests {
         let e = Error::from_kube("list leases", kube::Error::Service(Box::new(refused)));
         assert!(matches!(e, Error::ApiUnreachable { .. }), "{e:?}");
         assert_eq!(e.code(), 101);
+    }
+
+    #[test]
+    fn a_policy_without_its_parameters_is_code_110_naming_the_configmap() {
+        let status = kube::core::Status::failure(
+            "networkendpoints.netendpoint.dev \"p.10.0.0.6\" is forbidden: ValidatingAdmissionPolicy \
+             'netendpoint-lease-create' with binding 'netendpoint-lease-create' denied request: failed to configure \
+             binding: no params found for policy binding with `Deny` parameterNotFoundAction",
+            "Invalid",
+        )
+        .with_code(422);
+        let e = Error::from_kube("create lease p.10.0.0.6", kube::Error::Api(Box::new(status)));
+        assert_eq!(e.code(), 110, "{e:?}");
+        assert!(e.wrote_nothing());
+        let msg = e.short();
+        assert!(msg.contains("create lease p.10.0.0.6") && msg.contains("ConfigMap netendpoint-agents"), "{msg}");
     }
 
     #[test]

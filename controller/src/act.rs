@@ -236,8 +236,50 @@ pub async fn act(ctl: &Context, action: &Action) {
         Action::DeleteClaim { namespace, name, uid } => delete_claim(ctl, namespace, name, uid).await,
     };
     if let Err(e) = res {
+        if let Some(missing) = netendpoint_crd::admission::MissingParams::of_error(&e) {
+            warn!(error = %missing, action = ?std::mem::discriminant(action), "action refused; decided again on a later pass");
+            if let Some((name, uid)) = regarding(action)
+                && first_report(name, &missing.policy)
+            {
+                let note = format!("netendpoint-controller could not act on {name}: {missing}");
+                record(ctl, name, uid, netendpoint_crd::REASON_ADMISSION_PARAMS_MISSING, note, true).await;
+            }
+            return;
+        }
         warn!(error = %e, action = ?std::mem::discriminant(action), "action failed; decided again on a later pass");
     }
+}
+
+/// The lease or hold `action` writes (name, UID), if it writes one.
+fn regarding(action: &Action) -> Option<(&str, &str)> {
+    match action {
+        Action::Reclaim { lease } | Action::DeleteLeak { lease } | Action::Force { lease, .. } => {
+            Some((&lease.name, &lease.uid))
+        }
+        Action::EndLegacyHold { lease, .. } => Some((&lease.name, &lease.uid)),
+        Action::CreateIncarnation { hold, .. }
+        | Action::AcceptIncarnation { hold, .. }
+        | Action::ReleaseHold { hold, .. }
+        | Action::DeleteHold { hold } => Some((&hold.name, &hold.uid)),
+        _ => None,
+    }
+}
+
+/// True the first time (in this process, of the last thousand) that the
+/// refusal of `policy` is reported about object `name`: an Event each
+/// pass would repeat what the first one said.
+fn first_report(name: &str, policy: &str) -> bool {
+    static REPORTED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut seen) = REPORTED.lock() else { return true };
+    let key = (name.to_string(), policy.to_string());
+    if seen.contains(&key) {
+        return false;
+    }
+    if seen.len() >= 1000 {
+        seen.remove(0);
+    }
+    seen.push(key);
+    true
 }
 
 /// Ends sticky hold `hold` for `reason`; for pool pressure only after

@@ -115,6 +115,17 @@ impl Exchange {
         self
     }
 
+    /// Answers with the failure `Status` of `code` and `reason`, saying `message`.
+    pub fn fails_saying(mut self, code: u16, reason: &str, message: &str) -> Self {
+        let status = json!({
+            "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code,
+        });
+        let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        self.answer = Answer::Json(code, status);
+        self
+    }
+
     fn check(&self, n: usize, got: &Sent) {
         let want = format!("{} {}", self.method, self.path);
         let seen = format!("{} {}", got.method, got.path);

@@ -6,7 +6,10 @@
 //!
 //! Written with server-side apply under its own field manager: keys added
 //! by hand (pools whose networks are configured elsewhere) are kept, and a
-//! pool that leaves the network config leaves the ConfigMap.
+//! pool that leaves the network config leaves the ConfigMap. Written again
+//! whenever the watched ConfigMap lacks what the network config says: one
+//! deleted (by hand, by `kubectl delete -k`) or changed by hand is back
+//! within a pass, since without it no lease can be created.
 
 use std::collections::BTreeMap;
 
@@ -26,17 +29,36 @@ pub struct PoolsParamWriter {
     written: Option<BTreeMap<String, String>>,
 }
 
+/// True when `live` (the ConfigMap's data as watched, `None` when it does
+/// not exist) lacks a key of `want` or holds another value for one.
+pub fn stale(want: &BTreeMap<String, String>, live: Option<&BTreeMap<String, String>>) -> bool {
+    live.is_none_or(|live| want.iter().any(|(k, v)| live.get(k) != Some(v)))
+}
+
 impl PoolsParamWriter {
-    /// Applies the data of `networks` to `namespace`/`name`, when it differs from what was written.
-    pub async fn sync(&mut self, client: &Client, namespace: &str, name: &str, networks: &[IpamConfig]) {
+    /// Applies the data of `networks` to `namespace`/`name`, when it differs
+    /// from what was written or from `live`, the ConfigMap's data as
+    /// watched (`None`: it does not exist).
+    pub async fn sync(
+        &mut self,
+        client: &Client,
+        namespace: &str,
+        name: &str,
+        networks: &[IpamConfig],
+        live: Option<&BTreeMap<String, String>>,
+    ) {
         let want = admission_ranges(networks);
-        if self.written.as_ref() == Some(&want) {
+        let missing = live.is_none();
+        if self.written.as_ref() == Some(&want) && !stale(&want, live) {
             return;
+        }
+        if missing {
+            warn!(configmap = %format!("{namespace}/{name}"), "the pools for the admission policy are missing: no lease can be created until they are written again");
         }
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
         let body = serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "netendpoint"}},
             "data": want,
         });
         match api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await {
@@ -48,5 +70,23 @@ impl PoolsParamWriter {
                 warn!(configmap = %format!("{namespace}/{name}"), error = %e, "cannot write the pools for the admission policy")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_changed_configmap_is_stale() {
+        let want: BTreeMap<String, String> = [("a".to_string(), "10.0.0.0/24".to_string())].into();
+        assert!(stale(&want, None), "a deleted ConfigMap is written again");
+        assert!(stale(&want, Some(&BTreeMap::new())));
+        let mut live = want.clone();
+        assert!(!stale(&want, Some(&live)));
+        live.insert("by-hand".into(), "10.1.0.0/24".into());
+        assert!(!stale(&want, Some(&live)), "keys added by hand are kept, not a reason to write");
+        live.insert("a".into(), "10.9.0.0/24".into());
+        assert!(stale(&want, Some(&live)));
     }
 }

@@ -34,6 +34,7 @@ pub struct Stores {
     pods: Option<Store<PartialObjectMeta<Pod>>>,
     needs: Store<NetworkEndpointNeed>,
     net_conf: Option<Store<ConfigMap>>,
+    pools_param: Option<Store<ConfigMap>>,
     statefulsets: Store<StatefulSet>,
     claims: Store<IPAMClaim>,
     claims_listed: Arc<AtomicBool>,
@@ -67,6 +68,19 @@ fn spawn_reflector<K, S>(
             notify.notify_one();
         }
     });
+}
+
+/// A store of the one ConfigMap `(namespace, name)`, watched by name.
+fn one_configmap(
+    client: &Client,
+    (ns, name): (String, String),
+    notify: &Arc<Notify>,
+    what: &'static str,
+) -> Store<ConfigMap> {
+    let (cms, w) = reflector::store();
+    let one = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    spawn_reflector(w, watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one), notify.clone(), what, None);
+    cms
 }
 
 impl Stores {
@@ -112,21 +126,9 @@ impl Stores {
             "needs",
             None,
         );
-        let net_conf = match opts.net_conf()? {
-            None => None,
-            Some((ns, name)) => {
-                let (cms, w) = reflector::store();
-                let one = cfg().fields(&format!("metadata.name={name}"));
-                spawn_reflector(
-                    w,
-                    watcher(Api::<ConfigMap>::namespaced(client.clone(), &ns), one),
-                    notify.clone(),
-                    "net-conf",
-                    None,
-                );
-                Some(cms)
-            }
-        };
+        let net_conf = opts.net_conf()?.map(|one| one_configmap(client, one, notify, "net-conf"));
+        // The pools parameter, so that one deleted by hand is written again at once.
+        let pools_param = opts.pools_param()?.map(|one| one_configmap(client, one, notify, "pools-param"));
         // StatefulSets end the legacy holds of their Pods, and get claims for sticky networks.
         let (statefulsets, w) = reflector::store();
         let sts = watcher(Api::<StatefulSet>::all(client.clone()), cfg()).modify(|s: &mut StatefulSet| {
@@ -147,7 +149,7 @@ impl Stores {
             c.metadata.managed_fields = None;
         });
         spawn_reflector(w, claim_stream, notify.clone(), "ipamclaims", Some(claims_listed.clone()));
-        Ok(Stores { leases, nodes, pods, needs, net_conf, statefulsets, claims, claims_listed })
+        Ok(Stores { leases, nodes, pods, needs, net_conf, pools_param, statefulsets, claims, claims_listed })
     }
 
     /// Returns once every store has its first list (the claims excepted:
@@ -162,6 +164,9 @@ impl Stores {
         if let Some(c) = &self.net_conf {
             let _ = c.wait_until_ready().await;
         }
+        if let Some(c) = &self.pools_param {
+            let _ = c.wait_until_ready().await;
+        }
         let _ = self.statefulsets.wait_until_ready().await;
     }
 
@@ -173,6 +178,13 @@ impl Stores {
     /// The queue entries among them, as the decisions read them.
     pub fn waiters(&self) -> Vec<decide::Waiter> {
         self.needs.state().iter().filter_map(|e| decide::Waiter::of(e)).collect()
+    }
+
+    /// The data of the pools parameter's ConfigMap as watched: `None` when
+    /// it does not exist (or is not watched).
+    pub fn pools_param(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        let cm = self.pools_param.as_ref()?.state().into_iter().next()?;
+        Some(cm.data.clone().unwrap_or_default())
     }
 
     /// The network configs of the net-conf ConfigMap.

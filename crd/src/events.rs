@@ -38,3 +38,7 @@ pub const REASON_INCARNATION_WAITS: &str = "IncarnationWaits";
 /// An ADD waits in its full pool's queue (recorded about its Pod, with its
 /// place in the queue).
 pub const REASON_WAITING_FOR_IP: &str = "WaitingForIP";
+/// A write was refused because an admission policy found no parameters: an
+/// install object it reads is missing, or the API server does not read it
+/// (the message names the ConfigMap and the cure; see [`crate::admission`]).
+pub const REASON_ADMISSION_PARAMS_MISSING: &str = "AdmissionParamsMissing";

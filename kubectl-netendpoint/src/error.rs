@@ -15,6 +15,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// An admission policy refused a write because it found no parameters:
+    /// the message names the ConfigMap that is missing (or not read) and the cure.
+    #[error("{what}: {missing}")]
+    ParamsMissing {
+        /// What was asked.
+        what: String,
+        /// The policy, the ConfigMap and the cure.
+        missing: netendpoint_crd::admission::MissingParams,
+    },
     /// A network config file given with `--config` could not be read.
     #[error("cannot read {path}: {source}")]
     ConfigFile {
@@ -39,11 +48,34 @@ pub enum Error {
 }
 
 impl Error {
-    /// An API error while doing `what`.
+    /// An API error while doing `what`; a refusal for want of an admission
+    /// policy's parameters names the missing ConfigMap instead of quoting the server.
     pub fn api(what: impl Into<String>, source: kube::Error) -> Self {
-        Error::Api { what: what.into(), source }
+        match netendpoint_crd::admission::MissingParams::of_error(&source) {
+            Some(missing) => Error::ParamsMissing { what: what.into(), missing },
+            None => Error::Api { what: what.into(), source },
+        }
     }
 }
 
 /// Result of the plugin's operations.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_without_its_parameters_names_the_configmap() {
+        let status = kube::core::Status::failure(
+            "ValidatingAdmissionPolicy 'netendpoint-agent' with binding 'netendpoint-agent' denied request: \
+             failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction",
+            "Invalid",
+        )
+        .with_code(422);
+        let e = Error::api("remove the finalizers of p.10.0.0.1", kube::Error::Api(Box::new(status)));
+        let text = e.to_string();
+        assert!(matches!(e, Error::ParamsMissing { .. }), "{e:?}");
+        assert!(text.contains("p.10.0.0.1") && text.contains("ConfigMap netendpoint-agents"), "{text}");
+    }
+}

@@ -17,6 +17,8 @@ pub enum Refusal {
     /// or a newer version of it).
     Replaced,
     /// 422: a JSON-patch `test` failed (the object changed since it was read).
+    /// Not an admission policy's refusal for want of its parameters (also
+    /// 422): that one is an error, and names the missing ConfigMap.
     TestFailed,
 }
 
@@ -28,7 +30,7 @@ pub fn refusal(e: &kube::Error) -> Option<Refusal> {
         Some(Refusal::Gone)
     } else if s.is_conflict() {
         Some(Refusal::Replaced)
-    } else if s.code == 422 {
+    } else if s.code == 422 && netendpoint_crd::admission::MissingParams::of_message(&s.message).is_none() {
         Some(Refusal::TestFailed)
     } else {
         None
@@ -98,5 +100,18 @@ mod tests {
         assert_eq!(unless_changed(Ok(7), Guard::Preconditions).unwrap(), Some(7));
         let transport = kube::Error::Service(Box::new(std::io::Error::other("reset")));
         assert_eq!(refusal(&transport), None, "not an answer of the server");
+    }
+
+    #[test]
+    fn a_policy_without_its_parameters_is_no_failed_test() {
+        let no_params = Status::failure(
+            "ValidatingAdmissionPolicy 'netendpoint-agent' with binding 'netendpoint-agent' denied request: failed \
+             to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction",
+            "Invalid",
+        )
+        .with_code(422);
+        let e = kube::Error::Api(Box::new(no_params));
+        assert_eq!(refusal(&e), None);
+        assert!(unless_changed::<()>(Err(e), Guard::Tests).is_err(), "an error, not \"changed since read\"");
     }
 }

@@ -100,8 +100,10 @@ fn wait_for_admission_policies() {
             [&["--as", &sa("netendpoint-controller")][..], &masters].concat().iter().map(|a| a.to_string()).collect(),
             manifest("10.0.0.1", &[], false),
         ),
+        // netendpoint-agent matches updates only, which a dry-run create
+        // cannot probe; it is applied in the same request as this one.
         (
-            "netendpoint-agent",
+            "netendpoint-agent-scope",
             [&["--as", &sa("policy-probe")][..], &masters].concat().iter().map(|a| a.to_string()).collect(),
             manifest("10.0.0.1", &[], false),
         ),

@@ -708,3 +708,28 @@ async fn a_statefulset_pods_claim_is_deleted_by_uid() {
         acting(action, vec![if let Some(code) = answer { delete.fails(code) } else { delete }]).await;
     }
 }
+
+/// A forced release refused for want of the agents ConfigMap: one Warning
+/// Event names the ConfigMap and the cure (not "changed since read"), and
+/// the same refusal on a later pass records nothing more.
+#[tokio::test]
+async fn a_refusal_for_want_of_a_policys_configmap_is_recorded_once_naming_it() {
+    let said = "networkendpoints.netendpoint.dev \"p.10.0.9.9\" is forbidden: ValidatingAdmissionPolicy \
+        'netendpoint-agent' with binding 'netendpoint-agent' denied request: failed to configure binding: no params \
+        found for policy binding with `Deny` parameterNotFoundAction";
+    let missing = netendpoint_crd::admission::MissingParams::of_message(said).unwrap();
+    let note = format!("netendpoint-controller could not act on p.10.0.9.9: {missing}");
+    assert!(note.contains("ConfigMap netendpoint-agents"), "{note}");
+    let lease = Lease::test("10.0.9.9").releasing(&["a.example/x"]);
+    let force = || Action::Force {
+        lease: lease.clone(),
+        age: Duration::from_secs(700),
+        bound: Duration::from_secs(600),
+        why: ForceFor::Need("p.n2".into()),
+    };
+    let refused = || force_patch(&lease).fails_saying(422, "Invalid", said);
+    let admission = netendpoint_crd::REASON_ADMISSION_PARAMS_MISSING;
+    let ctl = acting(force(), vec![refused(), event("p.10.0.9.9", "uid-10.0.9.9", admission, &note, true)]).await;
+    assert_eq!(counted(&ctl, "forced_releases"), 0);
+    acting(force(), vec![refused()]).await;
+}
