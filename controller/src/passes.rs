@@ -107,7 +107,7 @@ impl Passes {
         let mut later = term.summaries.sync(&ctl.client, &wanted, now).await;
         ctl.metrics.add_summary_writes(term.summaries.take_writes());
         if let Some((ns, name)) = &self.pools_param {
-            term.pools.sync(&ctl.client, ns, name, &networks, self.stores.pools_param().as_ref()).await;
+            term.pools.sync(ctl, ns, name, &networks, self.stores.pools_param().as_ref()).await;
         }
         if let Some(w) = self.pool_status.as_mut()
             && let Some(l) = w.sync(&ctl.client, &stats, now).await

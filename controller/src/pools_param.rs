@@ -13,12 +13,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Client;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event as Recorded, EventType};
 use netendpoint_netconf::IpamConfig;
 use netendpoint_netconf::networks::admission_ranges;
 use tracing::{info, warn};
+
+use crate::context::Context;
 
 /// The field manager of the keys the controller writes.
 const MANAGER: &str = "netendpoint-controller-pools";
@@ -35,13 +37,22 @@ pub fn stale(want: &BTreeMap<String, String>, live: Option<&BTreeMap<String, Str
     live.is_none_or(|live| want.iter().any(|(k, v)| live.get(k) != Some(v)))
 }
 
+/// The pools of `want` for which `live` holds another value (not the
+/// missing ones): what someone changed since the controller wrote it.
+pub fn changed(want: &BTreeMap<String, String>, live: Option<&BTreeMap<String, String>>) -> Vec<String> {
+    let Some(live) = live else { return Vec::new() };
+    want.iter().filter(|(k, v)| live.get(*k).is_some_and(|l| l != *v)).map(|(k, _)| k.clone()).collect()
+}
+
 impl PoolsParamWriter {
     /// Applies the data of `networks` to `namespace`/`name`, when it differs
     /// from what was written or from `live`, the ConfigMap's data as
     /// watched (`None`: it does not exist).
+    /// Pools whose ranges someone changed are written back, with a warning
+    /// and a `PoolsParamChanged` Event about the ConfigMap.
     pub async fn sync(
         &mut self,
-        client: &Client,
+        ctl: &Context,
         namespace: &str,
         name: &str,
         networks: &[IpamConfig],
@@ -55,7 +66,11 @@ impl PoolsParamWriter {
         if missing {
             warn!(configmap = %format!("{namespace}/{name}"), "the pools for the admission policy are missing: no lease can be created until they are written again");
         }
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let changed = changed(&want, live);
+        if !changed.is_empty() {
+            warn!(configmap = %format!("{namespace}/{name}"), pools = ?changed, "the ranges of pools the network config defines were changed in the pools for the admission policy: writing them back");
+        }
+        let api: Api<ConfigMap> = Api::namespaced(ctl.client.clone(), namespace);
         let body = serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/part-of": "netendpoint"}},
@@ -65,11 +80,39 @@ impl PoolsParamWriter {
             Ok(_) => {
                 info!(configmap = %format!("{namespace}/{name}"), pools = want.len(), "pools for the admission policy written");
                 self.written = Some(want);
+                if !changed.is_empty() {
+                    record_changed(ctl, namespace, name, &changed).await;
+                }
             }
             Err(e) => {
                 warn!(configmap = %format!("{namespace}/{name}"), error = %e, "cannot write the pools for the admission policy")
             }
         }
+    }
+}
+
+/// Records that the ranges of `pools` were found changed and written back.
+async fn record_changed(ctl: &Context, namespace: &str, name: &str, pools: &[String]) {
+    let regarding = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..ObjectReference::default()
+    };
+    let note = format!(
+        "the ranges of pool(s) {} differed from the network config; written back. Whoever changed them could let a pool lease another pool's addresses: check who holds write access to this ConfigMap",
+        pools.join(", ")
+    );
+    let ev = Recorded {
+        type_: EventType::Warning,
+        reason: netendpoint_crd::REASON_POOLS_PARAM_CHANGED.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "WriteBack".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctl.recorder.publish(&ev, &regarding).await {
+        warn!(error = %e, "cannot record event");
     }
 }
 
@@ -86,7 +129,10 @@ mod tests {
         assert!(!stale(&want, Some(&live)));
         live.insert("by-hand".into(), "10.1.0.0/24".into());
         assert!(!stale(&want, Some(&live)), "keys added by hand are kept, not a reason to write");
+        assert!(changed(&want, Some(&live)).is_empty(), "nothing of the config's was changed");
         live.insert("a".into(), "10.9.0.0/24".into());
         assert!(stale(&want, Some(&live)));
+        assert_eq!(changed(&want, Some(&live)), ["a"], "a pool of the config given other ranges");
+        assert!(changed(&want, None).is_empty(), "a missing ConfigMap is no change of a range");
     }
 }

@@ -42,3 +42,8 @@ pub const REASON_WAITING_FOR_IP: &str = "WaitingForIP";
 /// install object it reads is missing, or the API server does not read it
 /// (the message names the ConfigMap and the cure; see [`crate::admission`]).
 pub const REASON_ADMISSION_PARAMS_MISSING: &str = "AdmissionParamsMissing";
+/// `netendpoint-pools` held other ranges, for pools the network config
+/// defines, than the config says (changed by hand, or by whoever holds the
+/// controller's token): the controller wrote them back. Recorded about the
+/// ConfigMap, naming the pools.
+pub const REASON_POOLS_PARAM_CHANGED: &str = "PoolsParamChanged";

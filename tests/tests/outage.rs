@@ -277,9 +277,10 @@ fn without_the_pools_configmap_a_del_still_deletes() {
 }
 
 /// netendpoint-controller writes the pools ConfigMap again when it is
-/// deleted, with the ranges of the network config.
+/// deleted, and the ranges of a pool of the network config again when
+/// someone changed them (recording `PoolsParamChanged` about it).
 #[tokio::test]
-async fn the_controller_writes_a_deleted_pools_configmap_again() {
+async fn the_controller_writes_a_deleted_or_changed_pools_configmap_again() {
     use k8s_openapi::api::core::v1::ConfigMap;
     let pool = h::unique("outage-ctl");
     let conf = h::net_conf(&pool, json!([[{"subnet": "10.84.3.0/28"}]]), json!({}));
@@ -313,6 +314,20 @@ async fn the_controller_writes_a_deleted_pools_configmap_again() {
     })
     .await;
     assert!(ctl.log().contains("pools for the admission policy are missing"), "{}", ctl.log());
+    // Changed (by hand, or by whoever holds the controller's token: a wider
+    // range would let the pool lease another pool's addresses): written back
+    // within a pass, with a warning Event about the ConfigMap naming the pool.
+    let wider = serde_json::json!({"data": {pool.clone(): "10.0.0.0/8"}});
+    cms.patch(&param, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(wider)).await.unwrap();
+    h::wait_for("the changed ranges written back", Duration::from_secs(30), || async {
+        ranges().await.contains("10.84.3.2/31")
+    })
+    .await;
+    h::wait_for("a PoolsParamChanged Event about the ConfigMap", Duration::from_secs(10), || async {
+        let events = h::events_about(&param, netendpoint_crd::REASON_POOLS_PARAM_CHANGED).await;
+        events.iter().any(|e| e.type_ == "Warning" && e.note.contains(&pool))
+    })
+    .await;
     let _ = cms.delete(&param, &Default::default()).await;
     let _ = cms.delete(&net_conf, &Default::default()).await;
 }
