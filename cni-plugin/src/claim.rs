@@ -240,10 +240,16 @@ impl<S: Leases> Claiming<'_, S> {
                     if !e.wrote_nothing() {
                         self.unanswered.insert(name.clone());
                     }
-                    if !(e.is_transient() && self.work.remaining() > pause) {
+                    let unregistered = e.pool_not_registered();
+                    if !((e.is_transient() || unregistered) && self.work.remaining() > pause) {
                         return Err(e);
                     }
-                    warn!(lease = %name, error = %e, retry_in_ms = pause.as_millis() as u64, "create failed; retrying");
+                    if unregistered {
+                        warn!(lease = %name, retry_in_ms = pause.as_millis() as u64,
+                            "the pool's ranges are not registered yet (netendpoint-controller writes them): retrying");
+                    } else {
+                        warn!(lease = %name, error = %e, retry_in_ms = pause.as_millis() as u64, "create failed; retrying");
+                    }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(RETRY_MAX);
                 }

@@ -568,13 +568,13 @@ async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
         }
     }
     // A queue only a controller serves: one that summarises this pool.
-    let mut entry = if s.summaries { crate::queue::join(c, s.set.family(), wait).await } else { None };
-    let (container, if_name) = (&c.who.key.container_id, &c.who.key.if_name);
-    if entry.is_some() {
-        // A DEL after this ADD was killed finds the entry here.
-        local.note_entries(container, if_name, &c.entries);
+    // Without one yet (no controller, or one older than the queue during an
+    // upgrade), the ADD joins later, at the first look that finds a summary.
+    let mut entry = None;
+    if s.summaries {
+        join_queue(c, local, s, wait, &mut entry).await;
     }
-    let got = wait_in_queue(c, s, make, wait, &mut entry).await;
+    let got = wait_in_queue(c, local, s, make, wait, &mut entry).await;
     if let Some(e) = &entry {
         crate::queue::leave(c, &e.name).await;
     }
@@ -582,15 +582,52 @@ async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
     got
 }
 
+/// Joins the pool's queue (see [`crate::queue::join`]) and notes the entry
+/// under `dataDir`, so that a DEL after this ADD was killed finds it.
+async fn join_queue<S: Store>(
+    c: &mut Claiming<'_, S>,
+    local: &LocalState,
+    s: &Search<'_>,
+    wait: Deadline,
+    entry: &mut Option<crate::queue::Entry>,
+) {
+    *entry = crate::queue::join(c, s.set.family(), wait).await;
+    if entry.is_some() {
+        local.note_entries(&c.who.key.container_id, &c.who.key.if_name, &c.entries);
+    }
+}
+
+/// A controller summarises the pool now, which it did not when this ADD
+/// began to wait (the new controller, during an upgrade from a version
+/// without the queue): the ADD takes its place in the queue from here on,
+/// behind those who joined before. True when it did (the summary is
+/// confirmed and the entry created).
+async fn joined_late<S: Store>(
+    c: &mut Claiming<'_, S>,
+    local: &LocalState,
+    s: &Search<'_>,
+    wait: Deadline,
+    entry: &mut Option<crate::queue::Entry>,
+) -> bool {
+    if !s.confirmed {
+        return false;
+    }
+    join_queue(c, local, s, wait, entry).await;
+    entry.is_some()
+}
+
 /// The wait of [`wait_for_release`], with the entry (if any) joined.
 async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
     c: &mut Claiming<'_, S>,
+    local: &LocalState,
     s: &mut Search<'_>,
     make: Make<'_>,
     wait: Deadline,
     entry: &mut Option<crate::queue::Entry>,
 ) -> Result<NetworkEndpoint> {
-    let acked_by = Deadline::after(ACK_WAIT.min(wait.remaining()));
+    // No entry for want of a summary: joined at the first look that finds one.
+    let mut join_later = !s.summaries;
+    let mut acked_by = Deadline::after(ACK_WAIT.min(wait.remaining()));
     let mut unordered = entry.is_none() || !s.confirmed;
     let mut pause = if unordered { UNORDERED_FIRST } else { QUEUED_RECHECK };
     let mut next_look = Deadline::after(pause.min(wait.remaining()));
@@ -658,6 +695,12 @@ async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
                 if let Some(ep) = look_again(c, s, make, wait, &mut unordered).await? {
                     return Ok(ep);
                 }
+                let summarised_now = join_later && s.summaries;
+                join_later &= !s.summaries;
+                if summarised_now && joined_late(c, local, s, wait, entry).await {
+                    unordered = false;
+                    acked_by = Deadline::after(ACK_WAIT.min(wait.remaining()));
+                }
                 pause = if unordered { (pause * 2).clamp(UNORDERED_FIRST, UNORDERED_MAX) } else { QUEUED_RECHECK };
                 next_look = Deadline::after(pause.min(wait.remaining()));
             }
@@ -701,6 +744,9 @@ async fn look_again<S: Clock + Leases + Summaries + Signals>(
             return Ok(None);
         }
     }
+    if !s.summaries {
+        summaries_appeared(c, s).await?;
+    }
     let found =
         if s.summaries { from_summaries(c, s, None, make).await? } else { by_probing(c, s, None, make).await? };
     if found.is_some() || !*unordered || c.conf.cross_node != CrossNode::Plugin {
@@ -708,6 +754,22 @@ async fn look_again<S: Clock + Leases + Summaries + Signals>(
     }
     let read = read_releases(c, s).await;
     force_stuck(c, &read, make, wait).await
+}
+
+/// An ADD that found no summary of its pool reads the pool summary again
+/// (one GET): once a controller summarises the pool (a controller that
+/// started, or that was upgraded from a version without summaries), the
+/// ADD searches by the summaries, which count promised addresses as leased,
+/// instead of probing blind.
+async fn summaries_appeared<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<()> {
+    let Some(pool) = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await? else {
+        return Ok(());
+    };
+    s.confirmed = summary_is_fresh(c.store, &pool);
+    info!(pool = %c.conf.pool, confirmed = s.confirmed, "the pool is summarised now: searching by its summaries");
+    s.summaries = true;
+    s.pool = Some(pool);
+    Ok(())
 }
 
 /// Forces the oldest release of `read` that outlived its own bound

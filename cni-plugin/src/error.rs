@@ -5,6 +5,13 @@
 
 use std::time::Duration;
 
+/// The admission policy that holds a lease to its pool's ranges, and the
+/// words of its refusal when the pool has none registered yet
+/// (`deploy/admission-policies.yaml`).
+pub const POLICY_LEASE_RANGE: &str = "netendpoint-lease-range";
+/// See [`POLICY_LEASE_RANGE`].
+pub const NO_RANGES: &str = "has no ranges";
+
 /// Everything an invocation can fail with. The message of each variant names
 /// the field, variable or object at fault; none of them carries stdin content
 /// beyond the offending value itself.
@@ -341,6 +348,17 @@ impl Error {
             Self::Many(errs) => errs.iter().all(Error::is_transient),
             _ => false,
         }
+    }
+
+    /// True when admission refused a lease because its pool's ranges are
+    /// not registered yet: the policy `netendpoint-lease-range` reads them
+    /// from the ConfigMap `netendpoint-pools`, which netendpoint-controller
+    /// writes once it runs (after an install, or after an upgrade from a
+    /// release without that policy, until the new controller leads). The
+    /// refusal wrote nothing and ends by itself, so an ADD retries it.
+    pub fn pool_not_registered(&self) -> bool {
+        matches!(self, Self::ApiDenied { status: 403, message, .. }
+            if message.contains(POLICY_LEASE_RANGE) && message.contains(NO_RANGES))
     }
 
     /// True when the request that failed was refused outright, so it wrote

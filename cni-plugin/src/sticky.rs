@@ -179,6 +179,7 @@ pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
     wait: Deadline,
 ) -> Result<NetworkEndpoint> {
     let held = id.ips.iter().copied().find(|ip| set.is_usable(*ip));
+    let mut legacy = None;
     if let Some(ip) = held {
         let name = endpoint_name(&c.conf.pool, ip);
         match c.retrying("read the claim's hold", || c.store.get(&name)).await? {
@@ -188,11 +189,19 @@ pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
             Some(hold) if is_hold_of(&hold, id) => {
                 info!(%ip, claim = %id.claim.name, "the claim's hold is ending: taking a new address");
             }
+            Some(lease) if is_legacy_hold_of(&lease, c.who) => legacy = Some(lease),
             _ => debug!(%ip, claim = %id.claim.name, "no hold of the claim at its address: taking a new one"),
         }
     }
     let make = |ip: IpAddr| hold_object(c.conf, c.who, set, ip, &id.claim);
-    let hold = crate::dynamic::claim(c, local, index, set, &make, wait).await?;
+    let from_legacy = match legacy {
+        Some(lease) => end_legacy_hold(c, lease, &make, wait).await?,
+        None => None,
+    };
+    let hold = match from_legacy {
+        Some(hold) => hold,
+        None => crate::dynamic::claim(c, local, index, set, &make, wait).await?,
+    };
     // The hold's spec asks for incarnation 1; the hold itself is rolled back
     // with the rest if the ADD fails, so no address stays held for nothing.
     info!(ip = %hold.spec.ip, claim = %id.claim.name, "sticky hold created");
@@ -200,6 +209,48 @@ pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
         c.asked.push(incarnation_name(&c.conf.pool, ip, 1));
     }
     wait_for_incarnation(c, &hold, 1, wait).await
+}
+
+/// True when `lease` is a lease of an older version that keeps its address
+/// for this ADD's Pod (the sticky-hold finalizer, and the Pod's namespace
+/// and name in its sticky annotations), released, on this node: the
+/// upgrade's claim of that Pod starts with its address.
+fn is_legacy_hold_of(lease: &NetworkEndpoint, who: &crate::claim::Attachment) -> bool {
+    let Some(view) = netendpoint_lease::view::Lease::of(lease) else { return false };
+    let (Some(sticky), Some(pod)) = (&view.sticky, &who.pod) else { return false };
+    view.is_held()
+        && view.releasing_since.is_some()
+        && view.incarnation.is_none()
+        && view.node == who.node
+        && sticky.namespace == pod.namespace
+        && sticky.pod == pod.name
+}
+
+/// Ends the hold `lease` of an older version keeps for this ADD's Pod (it
+/// removes the sticky-hold finalizer, as that version's ADD did), waits
+/// until the lease is gone (the agents acknowledged its release) and
+/// creates the claim's hold at its address. `None` when the address went
+/// to someone else meanwhile, or the wait ran out: the ADD then takes a new
+/// address.
+async fn end_legacy_hold<S: Store>(
+    c: &mut Claiming<'_, S>,
+    lease: NetworkEndpoint,
+    make: crate::dynamic::Make<'_>,
+    wait: Deadline,
+) -> Result<Option<NetworkEndpoint>> {
+    let (Some(name), Some(ip)) = (lease.metadata.name.clone(), lease.ip()) else { return Ok(None) };
+    let uid = lease.metadata.uid.clone().unwrap_or_default();
+    let finalizers = lease.metadata.finalizers.clone().unwrap_or_default();
+    if let Some(i) = finalizers.iter().position(|f| f == netendpoint_crd::FINALIZER_STICKY_HOLD) {
+        let patch = netendpoint_lease::patch::remove_finalizer(&uid, i, netendpoint_crd::FINALIZER_STICKY_HOLD);
+        c.retrying("end the older version's sticky hold", || c.store.patch(&name, &patch, false)).await?;
+        info!(%ip, lease = %name, "sticky hold of an older version ended for this Pod's new sandbox: continuing its address");
+    }
+    let gone = crate::wait::gone_or_replaced(Some(uid));
+    match await_condition(&LeasesOf(c.store), &name, Some(lease), wait, gone).await? {
+        Waited::Met(_) => Ok(c.create(&make(ip)).await?),
+        Waited::TimedOut(_) => Ok(None),
+    }
 }
 
 fn is_hold_of(hold: &NetworkEndpoint, id: &Identity) -> bool {

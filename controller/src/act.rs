@@ -230,8 +230,8 @@ pub async fn act(ctl: &Context, action: &Action) {
         Action::ReleaseHold { hold, reason, for_waiter } => release_hold(ctl, hold, reason, for_waiter.as_ref()).await,
         Action::DeleteHold { hold } => delete_hold(ctl, hold).await,
         Action::EndLegacyHold { lease, reason } => end_legacy_hold(ctl, lease, reason).await,
-        Action::CreateClaim { namespace, name, network, statefulset } => {
-            create_claim(ctl, namespace, name, network, statefulset).await
+        Action::CreateClaim { namespace, name, network, statefulset, legacy } => {
+            create_claim(ctl, namespace, name, network, statefulset, legacy.as_deref()).await
         }
         Action::DeleteClaim { namespace, name, uid } => delete_claim(ctl, namespace, name, uid).await,
     };
@@ -668,6 +668,7 @@ async fn create_claim(
     name: &str,
     network: &str,
     statefulset: &str,
+    legacy: Option<&str>,
 ) -> kube::Result<()> {
     use k8s_openapi::api::apps::v1::StatefulSet;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -686,14 +687,24 @@ async fn create_claim(
         block_owner_deletion: Some(false),
     }]);
     let api: Api<IPAMClaim> = Api::namespaced(ctl.client.clone(), namespace);
-    match api.create(&PostParams::default(), &claim).await {
-        Ok(_) => {
-            info!(claim = %format!("{namespace}/{name}"), "claim created for a StatefulSet Pod");
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
-        Err(e) => Err(e),
+    let created = match api.create(&PostParams::default(), &claim).await {
+        Ok(created) => created,
+        Err(kube::Error::Api(s)) if s.is_already_exists() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    info!(claim = %format!("{namespace}/{name}"), "claim created for a StatefulSet Pod");
+    let Some(address) = legacy else { return Ok(()) };
+    // The address a lease of an older version keeps for this Pod: the
+    // Pod's next ADD ends that hold and continues it under this claim.
+    let body = serde_json::json!({
+        "metadata": { "uid": created.metadata.uid, "resourceVersion": created.metadata.resource_version },
+        "status": { "ips": [address] },
+    });
+    let res = api.patch_status(name, &PatchParams::default(), &Patch::Merge(body)).await;
+    if unless_changed(res, Guard::Preconditions)?.is_some() {
+        info!(claim = %format!("{namespace}/{name}"), %address, "the claim starts with the address an older version's lease keeps for its Pod");
     }
+    Ok(())
 }
 
 #[cfg(test)]

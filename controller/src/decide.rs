@@ -292,6 +292,10 @@ pub enum Action {
         network: String,
         /// The StatefulSet.
         statefulset: String,
+        /// The address (`<ip>/<prefix>`) a lease of an older version holds
+        /// for the claim's Pod (the sticky-hold finalizer): written into
+        /// the new claim's status, so that the Pod's next ADD continues it.
+        legacy: Option<String>,
     },
     /// Delete a StatefulSet Pod's claim.
     DeleteClaim {
@@ -877,6 +881,19 @@ impl Pass<'_> {
         self.memory.holds_idle.end_pass_keeping(|_| false);
     }
 
+    /// The address (`<ip>/<prefix>`) of Pod `namespace`/`pod` in `pool` that
+    /// a lease of an older version keeps sticky (the sticky-hold finalizer),
+    /// live or released: the claim made for that Pod starts with it.
+    fn legacy_address(&self, namespace: &str, pod: &str, pool: &str) -> Option<String> {
+        self.world
+            .leases
+            .iter()
+            .filter(|l| l.pool == pool && l.is_held() && l.incarnation.is_none())
+            .filter(|l| l.sticky.as_ref().is_some_and(|s| s.namespace == namespace && s.pod == pod))
+            .find_map(|l| l.ip)
+            .map(|ip| format!("{ip}/{}", if ip.is_ipv4() { 32 } else { 128 }))
+    }
+
     /// Leases of older versions held by the sticky-hold finalizer: the hold
     /// ends after its `stickyFor`, or when its StatefulSet is gone or scaled
     /// below the Pod's ordinal (seen twice).
@@ -924,23 +941,26 @@ impl Pass<'_> {
             return;
         }
         let now = self.secs();
-        let mut wanted: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+        let mut wanted: BTreeMap<(String, String), (String, String, Option<String>)> = BTreeMap::new();
         for ((namespace, sts), replicas) in &self.world.statefulsets {
             for net in &self.world.sticky_networks {
                 for i in 0..(*replicas).clamp(0, 100_000) {
-                    if let Some(name) = statefulset_claim_name(&statefulset_pod_name(sts, i), &net.pool) {
-                        wanted.insert((namespace.clone(), name), (net.network.clone(), sts.clone()));
+                    let pod = statefulset_pod_name(sts, i);
+                    if let Some(name) = statefulset_claim_name(&pod, &net.pool) {
+                        let legacy = self.legacy_address(namespace, &pod, &net.pool);
+                        wanted.insert((namespace.clone(), name), (net.network.clone(), sts.clone(), legacy));
                     }
                 }
             }
         }
-        for ((namespace, name), (network, statefulset)) in &wanted {
+        for ((namespace, name), (network, statefulset, legacy)) in &wanted {
             if !self.world.claims.contains_key(&(namespace.clone(), name.clone())) {
                 let action = Action::CreateClaim {
                     namespace: namespace.clone(),
                     name: name.clone(),
                     network: network.clone(),
                     statefulset: statefulset.clone(),
+                    legacy: legacy.clone(),
                 };
                 self.act(format!("claim/{namespace}/{name}"), action);
             }

@@ -42,6 +42,9 @@ pub enum Fault {
     Overloaded,
     /// The API server accepts the request and never answers.
     Hang,
+    /// Admission refuses a lease: its pool's ranges are not registered yet
+    /// (the policy netendpoint-lease-range, before the controller wrote them).
+    Unregistered,
 }
 
 impl Fault {
@@ -52,6 +55,13 @@ impl Fault {
                 source: kube::Error::Service(Box::new(std::io::Error::other("connection refused"))),
             },
             Self::Denied => Error::ApiDenied { op: op.to_string(), status: 403, message: "forbidden".into() },
+            Self::Unregistered => Error::ApiDenied {
+                op: op.to_string(),
+                status: 403,
+                message: "ValidatingAdmissionPolicy 'netendpoint-lease-range' with binding 'netendpoint-lease-range' \
+                    denied request: pool p has no ranges (ConfigMap netendpoint-system/netendpoint-pools)"
+                    .into(),
+            },
             Self::CrdMissing => Error::CrdMissing,
             Self::Overloaded => Error::Api {
                 op: op.to_string(),

@@ -26,6 +26,33 @@ async fn the_first_add_is_one_create_and_stamps_network_and_bound() {
     assert_eq!(ep.metadata.labels.unwrap()[netendpoint_crd::LABEL_NETWORK], "net");
 }
 
+/// Until netendpoint-controller has written a pool's ranges (after an
+/// install, or an upgrade from a release without the range policy, until
+/// the new controller leads), admission refuses every lease of the pool:
+/// the ADD retries within its deadline and gets its address once they are
+/// written. Any other refusal still fails at once, and a pool never
+/// registered fails at the deadline.
+#[tokio::test(start_paused = true)]
+async fn a_pool_whose_ranges_are_not_registered_yet_is_retried_until_they_are() {
+    let store = MemStore::new(T0, &["n1"]);
+    let c = conf("10.0.0.0/29", json!({}));
+    store.fail("create", Fault::Unregistered, 6);
+    let started = tokio::time::Instant::now();
+    let r = add(&store, &c, &who("c1"), &LocalState::none()).await.unwrap();
+    assert_eq!(ip_of(&r), "10.0.0.2");
+    assert!(started.elapsed() >= Duration::from_millis(100 + 200 + 400 + 800 + 1600 + 2000), "{:?}", started.elapsed());
+    store.fail("create", Fault::Denied, 1);
+    let e = add(&store, &c, &who("c2"), &LocalState::none()).await.unwrap_err();
+    assert_eq!(e.code(), 102, "{e}");
+    store.fail("create", Fault::Unregistered, 1000);
+    let started = tokio::time::Instant::now();
+    let e = add(&store, &c, &who("c3"), &LocalState::none()).await.unwrap_err();
+    assert_eq!(e.code(), 102, "{e}");
+    assert!(e.to_string().contains("has no ranges"), "{e}");
+    assert!(started.elapsed() <= c.timeout, "within the invocation's deadline: {:?}", started.elapsed());
+    assert_eq!(store.objects().len(), 1, "nothing but the first ADD's lease");
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_unregistered_node_gets_no_lease_and_a_registered_one_is_checked_once() {
     let store = MemStore::new(T0, &[]);

@@ -148,6 +148,45 @@ async fn a_small_full_pool_without_a_controller_reads_names_and_waits() {
     no_list(&store);
 }
 
+/// An upgrade from a controller that wrote no summaries (nor served a
+/// queue): an ADD that began waiting before any summary of its large pool
+/// existed probes blind, which may miss the one free address. Once the new
+/// controller summarises the pool, the ADD searches by the summaries and
+/// joins the queue at its next look, so it is promised the next release and
+/// takes it as soon as the agent acknowledges.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_from_before_the_summaries_joins_the_queue_once_they_come() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    store.summaries(SummaryMode::Off);
+    let c = conf("10.0.0.0/24", json!({"waitForRelease": "20s"}));
+    let names = fill(&store, &c, "old", &[FIN]);
+    let victim = names[200].clone();
+    let upgrade = {
+        let (store, set, victim) = (store.clone(), c.range_sets[0].clone(), victim.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            store.summaries(SummaryMode::Live);
+            let controller = store.spawn_queue_controller("p", set);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let joined = store.entries().len();
+            store.release(&victim);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            store.ack(&victim, FIN);
+            (controller, joined)
+        })
+    };
+    let started = tokio::time::Instant::now();
+    let r = add(&*store, &c, &who("waiter"), &LocalState::none()).await.unwrap();
+    let waited = started.elapsed();
+    let (controller, joined) = upgrade.await.unwrap();
+    controller.abort();
+    assert_eq!(joined, 1, "the waiter joined the queue once the pool was summarised");
+    assert_eq!(r.ips[0].address.addr(), netendpoint_lease::view::ip_from_name(&victim).unwrap());
+    assert!(waited < Duration::from_millis(6110), "as soon as the agent acknowledged: {waited:?}");
+    assert!(store.entries().is_empty(), "the entry is gone with the wait");
+    no_list(&store);
+}
+
 /// A queued ADD is promised the release in progress and watches that one
 /// name: it gets the address as soon as the agent acknowledges, not at the
 /// controller's next summary, and with a handful of requests.

@@ -392,3 +392,43 @@ async fn a_statefulsets_first_pod_waits_for_its_claim() {
     assert_eq!(started.elapsed(), Duration::ZERO, "no wait");
     assert_eq!(store.calls("get_statefulset"), 2);
 }
+
+/// An upgrade from the version whose sticky leases carry the sticky-hold
+/// finalizer: web-0's old lease, released, still keeps 10.0.0.4 for it in
+/// a full pool, and the controller made web-0's claim starting with that
+/// address. web-0's new sandbox ends the old hold (as that version's ADD
+/// did), waits for the agent's acknowledgement, and continues the address
+/// as the claim's hold, instead of waiting behind its own hold.
+#[tokio::test(start_paused = true)]
+async fn a_pod_continues_the_address_an_older_versions_sticky_lease_keeps_for_it() {
+    use netendpoint_crd::{
+        ANNOTATION_STICKY_FOR, ANNOTATION_STICKY_OWNER, FINALIZER_STICKY_HOLD, LABEL_STICKY_IDENTITY,
+    };
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let _controller = store.spawn_controller();
+    let c = sticky_conf(json!({}));
+    let set = &c.range_sets[0];
+    let mut old = crate::claim::lease_object(&c, &web0(&store, "s1", "u1", "n1"), set, "10.0.0.4".parse().unwrap());
+    old.metadata.finalizers = Some(vec![FIN.into(), FINALIZER_STICKY_HOLD.into()]);
+    old.metadata.labels.get_or_insert_default().insert(LABEL_STICKY_IDENTITY.into(), "web-0".into());
+    let ann = old.metadata.annotations.get_or_insert_default();
+    ann.insert(ANNOTATION_STICKY_OWNER.into(), "StatefulSet/web".into());
+    ann.insert(ANNOTATION_STICKY_FOR.into(), "10m".into());
+    store.insert(old);
+    fill(&store, &c, "n1", &[FIN]);
+    store.release("p.10.0.0.4");
+    let ack = ack_after(&store, "p.10.0.0.4", Duration::from_millis(500));
+    let mut claim = IPAMClaim::new("web-0.p", IPAMClaimSpec { network: "net".into(), interface: "eth0".into() });
+    claim.metadata.namespace = Some("default".into());
+    claim.metadata.uid = Some("claim-1".into());
+    claim.status =
+        Some(netendpoint_crd::ipamclaim::IPAMClaimStatus { ips: vec!["10.0.0.4/32".into()], ..Default::default() });
+    store.put_claim(claim);
+    let r = add(&*store, &c, &web0(&store, "s2", "u2", "n1"), &LocalState::none()).await.unwrap();
+    ack.await.unwrap();
+    assert_eq!(ip_of(&r), "10.0.0.4");
+    let hold = hold_of(&store, "10.0.0.4");
+    assert!(hold.is_hold(), "the address is the claim's hold now");
+    assert_eq!(hold.spec.claim.as_ref().unwrap().uid, "claim-1");
+    assert!(store.object(&incarnation_name("p", "10.0.0.4".parse().unwrap(), 1)).is_some());
+}

@@ -673,6 +673,7 @@ async fn a_statefulset_pods_claim_is_created_owned_by_its_statefulset() {
         name: "web-1.p".into(),
         network: "net".into(),
         statefulset: "web".into(),
+        legacy: None,
     };
     let get_sts = || Exchange::get("/apis/apps/v1/namespaces/ns/statefulsets/web");
     let claim = json!({
@@ -698,6 +699,48 @@ async fn a_statefulset_pods_claim_is_created_owned_by_its_statefulset() {
     )
     .await;
     acting(action(), vec![get_sts().fails(404)]).await;
+}
+
+/// A claim made for a Pod whose address a lease of an older version keeps
+/// (the sticky-hold finalizer) starts with that address in its status,
+/// written with the created claim's UID and version as preconditions.
+#[tokio::test]
+async fn a_claim_for_a_pod_of_a_legacy_hold_is_created_then_given_its_address() {
+    let action = Action::CreateClaim {
+        namespace: "ns".into(),
+        name: "web-1.p".into(),
+        network: "net".into(),
+        statefulset: "web".into(),
+        legacy: Some("10.0.0.7/32".into()),
+    };
+    let get_sts = Exchange::get("/apis/apps/v1/namespaces/ns/statefulsets/web");
+    let claim = json!({
+        "apiVersion": "k8s.cni.cncf.io/v1alpha1",
+        "kind": "IPAMClaim",
+        "metadata": {
+            "name": "web-1.p",
+            "namespace": "ns",
+            "labels": {"netendpoint.dev/statefulset": "web"},
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "sts-web",
+                "controller": false, "blockOwnerDeletion": false,
+            }],
+        },
+        "spec": {"network": "net", "interface": ""},
+    });
+    let mut created = claim.clone();
+    created["metadata"]["uid"] = json!("k1");
+    created["metadata"]["resourceVersion"] = json!("5");
+    let status = json!({"metadata": {"uid": "k1", "resourceVersion": "5"}, "status": {"ips": ["10.0.0.7/32"]}});
+    acting(
+        action,
+        vec![
+            get_sts.returns(&statefulset("web", "sts-web")),
+            Exchange::create(CLAIMS, claim).returns(&created),
+            Exchange::merge_patch(&format!("{CLAIMS}/web-1.p/status"), status).returns(&created),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]

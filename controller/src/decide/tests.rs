@@ -664,6 +664,30 @@ fn statefulset_pods_get_claims_and_lose_them_when_scaled_down_seen_twice() {
     assert!(decide(&w, &s, &mut m, t(7)).actions.is_empty(), "seen twice, still not ours");
 }
 
+/// An upgrade from the version whose sticky leases carry the sticky-hold
+/// finalizer: the claim made for a StatefulSet Pod that such a lease keeps
+/// an address for (released or live) starts with that address, so that the
+/// Pod's next ADD continues it instead of waiting behind its own hold.
+#[test]
+fn a_claim_made_for_a_pod_of_a_legacy_hold_starts_with_its_address() {
+    let s = settings();
+    let mut w = world(vec![Lease::held("10.0.0.7", 1, 0)]);
+    w.statefulsets_known = true;
+    w.claims_known = true;
+    w.sticky_networks = vec![StickyNetwork { pool: "p".into(), network: "net".into() }];
+    w.statefulsets.insert(("ns".into(), "web".into()), 2);
+    let mut m = Memory::default();
+    let legacy: Vec<(String, Option<String>)> = decide(&w, &s, &mut m, t(0))
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateClaim { name, legacy, .. } => Some((name.clone(), legacy.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(legacy, [("web-0.p".to_string(), None), ("web-1.p".to_string(), Some("10.0.0.7/32".to_string()))]);
+}
+
 fn with_sts(leases: Vec<Lease>, replicas: Option<i64>) -> World {
     let mut w = world(leases);
     w.statefulsets_known = true;
