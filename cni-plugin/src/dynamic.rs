@@ -584,7 +584,7 @@ async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
 
 /// Joins the pool's queue (see [`crate::queue::join`]) and notes the entry
 /// under `dataDir`, so that a DEL after this ADD was killed finds it.
-async fn join_queue<S: Store>(
+async fn join_queue<S: Clock + Queue>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     s: &Search<'_>,
@@ -602,7 +602,7 @@ async fn join_queue<S: Store>(
 /// without the queue): the ADD takes its place in the queue from here on,
 /// behind those who joined before. True when it did (the summary is
 /// confirmed and the entry created).
-async fn joined_late<S: Store>(
+async fn joined_late<S: Clock + Queue + Summaries>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     s: &Search<'_>,
@@ -761,7 +761,7 @@ async fn look_again<S: Clock + Leases + Summaries + Signals>(
 /// started, or that was upgraded from a version without summaries), the
 /// ADD searches by the summaries, which count promised addresses as leased,
 /// instead of probing blind.
-async fn summaries_appeared<S: Store>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<()> {
+async fn summaries_appeared<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<()> {
     let Some(pool) = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await? else {
         return Ok(());
     };

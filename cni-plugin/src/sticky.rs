@@ -232,7 +232,7 @@ fn is_legacy_hold_of(lease: &NetworkEndpoint, who: &crate::claim::Attachment) ->
 /// creates the claim's hold at its address. `None` when the address went
 /// to someone else meanwhile, or the wait ran out: the ADD then takes a new
 /// address.
-async fn end_legacy_hold<S: Store>(
+async fn end_legacy_hold<S: Leases>(
     c: &mut Claiming<'_, S>,
     lease: NetworkEndpoint,
     make: crate::dynamic::Make<'_>,
