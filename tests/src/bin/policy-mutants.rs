@@ -22,7 +22,8 @@ use std::time::Duration;
 
 /// The trust test binaries (`tests/trust_*.rs`), run against each mutant
 /// unless `--test` names others.
-const TRUST_TESTS: [&str; 5] = ["trust_lease", "trust_plugin", "trust_agent", "trust_controller", "trust_installer"];
+const TRUST_TESTS: [&str; 6] =
+    ["trust_lease", "trust_plugin", "trust_agent", "trust_controller", "trust_installer", "trust_queue"];
 
 /// One weakened version of the policies file.
 struct Mutant {
