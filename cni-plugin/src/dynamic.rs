@@ -591,7 +591,7 @@ async fn join_queue<S: Clock + Queue>(
     wait: Deadline,
     entry: &mut Option<crate::queue::Entry>,
 ) {
-    *entry = crate::queue::join(c, s.set.family(), wait).await;
+    *entry = crate::queue::join(c, s.set, wait).await;
     if entry.is_some() {
         local.note_entries(&c.who.key.container_id, &c.who.key.if_name, &c.entries);
     }

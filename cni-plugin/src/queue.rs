@@ -17,7 +17,8 @@ use std::net::IpAddr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::SignedDuration;
 use kube::api::ObjectMeta;
-use netendpoint_crd::{IpFamily, MAX_NEED_SLOTS, NetworkEndpointNeed, NetworkEndpointNeedSpec, Promise, need_name};
+use netendpoint_crd::need::{MAX_NEED_SPANS, format_span};
+use netendpoint_crd::{MAX_NEED_SLOTS, NetworkEndpointNeed, NetworkEndpointNeedSpec, Promise, need_name};
 use tracing::{debug, info, warn};
 
 use crate::claim::{Claiming, Deadline};
@@ -58,7 +59,7 @@ impl Entry {
 /// The entry this ADD would create in `slot`, waiting until `wait` ends.
 fn entry_object<S: Clock>(
     c: &Claiming<'_, S>,
-    family: IpFamily,
+    set: &RangeSet,
     slot: u8,
     wait: Deadline,
 ) -> Option<NetworkEndpointNeed> {
@@ -78,26 +79,35 @@ fn entry_object<S: Clock>(
             .unwrap_or(u32::MAX)
             .min(netendpoint_crd::need::MAX_NEED_WAIT_SECONDS),
         slot: Some(slot),
-        ip_family: Some(family),
+        ip_family: Some(set.family()),
         container_id: Some(c.who.key.container_id.clone()),
         if_name: Some(c.who.key.if_name.clone()),
         deadline: Some(Time(deadline)),
+        spans: announced_spans(set),
     };
     Some(NetworkEndpointNeed { metadata: ObjectMeta { name: Some(name), ..ObjectMeta::default() }, spec, status: None })
 }
 
-/// Joins the queue of `family`: creates this ADD's entry in a free slot,
+/// The spans an entry announces: the set's usable addresses, or none when
+/// they take more than [`MAX_NEED_SPANS`] (the controller then promises
+/// from the pool's ranges as it knows them).
+fn announced_spans(set: &RangeSet) -> Option<Vec<String>> {
+    let spans = set.usable_spans();
+    (spans.len() <= MAX_NEED_SPANS).then(|| spans.into_iter().map(|(a, b)| format_span(a, b)).collect())
+}
+
+/// Joins the queue of `set`'s family: creates this ADD's entry in a free slot,
 /// the first tried chosen by a hash of the sandbox, so that a node's
 /// waiting ADDs rarely meet. `None` when this ADD cannot have one (the
 /// runtime passed no Pod UID, every slot tried is taken, or the API server
 /// refused): it then waits without a place in the queue, and says so.
-pub async fn join<S: Clock + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, wait: Deadline) -> Option<Entry> {
+pub async fn join<S: Clock + Queue>(c: &mut Claiming<'_, S>, set: &RangeSet, wait: Deadline) -> Option<Entry> {
     let first =
         u8::try_from(netendpoint_netconf::allocator::spread_hash(&c.who.key.container_id) % u64::from(MAX_NEED_SLOTS))
             .unwrap_or(0);
     for i in 0..SLOT_TRIES {
         let slot = (first + i) % MAX_NEED_SLOTS;
-        let Some(obj) = entry_object(c, family, slot, wait) else {
+        let Some(obj) = entry_object(c, set, slot, wait) else {
             debug!("no Pod UID from the runtime (or no answer from the API server yet): waiting without an entry");
             return None;
         };
@@ -105,7 +115,7 @@ pub async fn join<S: Clock + Queue>(c: &mut Claiming<'_, S>, family: IpFamily, w
         match c.retrying("join the queue", || c.store.join(&obj)).await {
             Ok(Some(created)) => {
                 let uid = created.metadata.uid.clone().unwrap_or_default();
-                info!(entry = %name, pool = %c.conf.pool, ?family, "pool full: waiting in its queue");
+                info!(entry = %name, pool = %c.conf.pool, family = ?set.family(), "pool full: waiting in its queue");
                 c.entries.push((name.clone(), uid.clone()));
                 return Some(Entry { name, uid, seen: created });
             }

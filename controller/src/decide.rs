@@ -16,9 +16,10 @@ use netendpoint_netconf::RangeSet;
 use k8s_openapi::jiff::Timestamp;
 use netendpoint_crd::ipamclaim::{statefulset_claim_name, statefulset_ordinal, statefulset_pod_name};
 use netendpoint_crd::{IncarnationRequest, IpFamily, NetworkEndpointNeedStatus};
+use netendpoint_lease::addr::{from_u128, to_u128};
 pub use netendpoint_lease::pools::Capacity;
 pub use netendpoint_lease::queue::Waiter;
-use netendpoint_lease::queue::{Supply, assign};
+use netendpoint_lease::queue::{Supply, assign_where};
 pub use netendpoint_lease::view::{Hold, Lease, Sticky};
 use netendpoint_lease::{ReleaseState, Seen, Sightings, age_at_least, release_state};
 
@@ -30,6 +31,10 @@ use netendpoint_lease::{ReleaseState, Seen, Sightings, age_at_least, release_sta
 /// controller that made it (its status write, which tests the hold's
 /// resourceVersion, fails).
 pub const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
+
+/// Most addresses of one set of announced spans looked at in a pass (a
+/// full IPv4 /12): beyond it, a waiter is offered the pool's free addresses only.
+const SPAN_SCAN_LIMIT: usize = 1 << 20;
 
 /// An ADD that waits for an IP of `pool` (a `NetworkEndpointNeed` whose
 /// Pod the controller checked: it exists, is bound to the need's node and
@@ -565,10 +570,15 @@ impl Pass<'_> {
         out.into_iter().filter_map(|l| Some((l.ip?, l.name.clone()))).collect()
     }
 
-    /// Up to `n` addresses of `pool` in `family` that no lease or hold
-    /// holds: from the pool's ranges when they are known, otherwise among
-    /// the addresses seen allocated there ([`Memory::allocated_seen`]).
-    fn free_addresses(&self, pool: &str, family: IpFamily, n: usize) -> Vec<IpAddr> {
+    /// Addresses of `pool` in `family` that no lease or hold holds, for
+    /// `queue`: up to one per waiter from the pool's ranges when they are
+    /// known, otherwise among the addresses seen allocated there
+    /// ([`Memory::allocated_seen`]); and for the waiters that announced the
+    /// spans they can take, up to as many from those spans (inside the
+    /// pool's ranges when they are known), so that a waiter is offered an
+    /// address it can take even when the first free ones are not.
+    fn free_addresses(&self, pool: &str, family: IpFamily, queue: &[Waiter]) -> Vec<IpAddr> {
+        let n = queue.len();
         let taken: HashSet<IpAddr> = self
             .world
             .leases
@@ -578,10 +588,27 @@ impl Pass<'_> {
             .chain(self.world.holds.iter().filter(|h| h.pool == pool).map(|h| h.ip))
             .collect();
         let free = |ip: &IpAddr| !taken.contains(ip) && IpFamily::of(*ip) == family;
-        match self.world.ranges.get(pool) {
+        let known = self.world.ranges.get(pool);
+        let mut out: Vec<IpAddr> = match known {
             Some(sets) => sets.iter().flat_map(|s| s.candidates(None)).filter(free).take(n).collect(),
             None => self.memory.allocated_seen.get(pool).into_iter().flatten().copied().filter(free).take(n).collect(),
+        };
+        let in_pool = |ip: &IpAddr| known.is_none_or(|sets| sets.iter().any(|s| s.is_usable(*ip)));
+        let mut offered: HashSet<&[(IpAddr, IpAddr)]> = HashSet::new();
+        for spans in queue.iter().filter_map(|w| w.spans.as_deref()) {
+            if !offered.insert(spans) {
+                continue;
+            }
+            let fresh: Vec<IpAddr> = spans
+                .iter()
+                .flat_map(|(a, b)| (to_u128(*a)..=to_u128(*b)).map(|v| from_u128(*a, v)))
+                .take(SPAN_SCAN_LIMIT)
+                .filter(|ip| free(ip) && in_pool(ip) && !out.contains(ip))
+                .take(n)
+                .collect();
+            out.extend(fresh);
         }
+        out
     }
 
     /// Notes the addresses allocated in pools whose ranges are unknown.
@@ -622,12 +649,10 @@ impl Pass<'_> {
         self.memory.unserved.clear();
         for ((pool, family), mut queue) in queues {
             queue.sort_by_key(|w| w.arrival);
-            let supply = Supply {
-                free: self.free_addresses(&pool, family, queue.len()),
-                releasing: self.releases(&pool, family),
-            };
+            let supply =
+                Supply { free: self.free_addresses(&pool, family, &queue), releasing: self.releases(&pool, family) };
             let current: Vec<Option<&netendpoint_crd::Promise>> = queue.iter().map(Waiter::promise).collect();
-            let promises = assign(&pool, &current, &supply);
+            let promises = assign_where(&pool, &current, |i, ip| queue[i].can_take(ip), &supply);
             let n = queue.len();
             for (i, (w, promise)) in queue.iter().zip(promises).enumerate() {
                 if let Some(lease) =

@@ -50,6 +50,27 @@ pub const RULE_NEED_COMPLETE: &str = "has(self.spec.slot) == has(self.spec.ipFam
 /// rewritten by the next ADD of its node.
 pub const RULE_NEED_IMMUTABLE: &str = "!has(oldSelf.spec.slot) || self.spec == oldSelf.spec";
 
+/// Most spans an entry lists (see [`NetworkEndpointNeedSpec::spans`]).
+pub const MAX_NEED_SPANS: usize = 32;
+
+/// One span of [`NetworkEndpointNeedSpec::spans`]: `first-last`, inclusive.
+pub fn format_span(first: std::net::IpAddr, last: std::net::IpAddr) -> String {
+    format!("{first}-{last}")
+}
+
+/// The inverse of [`format_span`]: `None` unless both ends are addresses of
+/// one family in order.
+pub fn parse_span(span: &str) -> Option<(std::net::IpAddr, std::net::IpAddr)> {
+    let (a, b) = span.split_once('-')?;
+    let (first, last): (std::net::IpAddr, std::net::IpAddr) = (a.parse().ok()?, b.parse().ok()?);
+    let ordered = match (first, last) {
+        (std::net::IpAddr::V4(x), std::net::IpAddr::V4(y)) => x <= y,
+        (std::net::IpAddr::V6(x), std::net::IpAddr::V6(y)) => x <= y,
+        _ => false,
+    };
+    ordered.then_some((first, last))
+}
+
 /// The name of entry `slot` of `node` in `pool`: `<pool>.<node>.<slot>`;
 /// without a slot, the one entry an older plugin writes: `<pool>.<node>`.
 pub fn need_name(pool: &str, node: &str, slot: Option<u8>) -> String {
@@ -137,6 +158,15 @@ pub struct NetworkEndpointNeedSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::pool_resource::date_time")]
     pub deadline: Option<Time>,
+    /// The addresses this ADD can take, as inclusive spans `first-last`
+    /// (its network's usable addresses of the family: ranges without
+    /// gateways and exclusions). The controller promises it only an address
+    /// in them, and finds free ones there when it has no config of the
+    /// pool's network. Absent when the network has more than
+    /// [`MAX_NEED_SPANS`] spans, and in entries of older plugins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "spans_schema")]
+    pub spans: Option<Vec<String>>,
 }
 
 /// Where an entry stands, written by netendpoint-controller only.
@@ -181,6 +211,14 @@ fn wait_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": MAX_NEED_WAIT_SECONDS })
 }
 
+fn spans_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": MAX_NEED_SPANS,
+        "items": { "type": "string", "minLength": 5, "maxLength": 79, "pattern": r"^[0-9A-Fa-f.:]+-[0-9A-Fa-f.:]+$" }
+    })
+}
+
 fn slot_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "integer", "minimum": 0, "maximum": MAX_NEED_SLOTS - 1 })
 }
@@ -200,6 +238,17 @@ mod tests {
             ": self.metadata.name == self.spec.pool + '.' + self.spec.node",
         ] {
             assert!(RULE_NEED_NAME.contains(part), "{part}");
+        }
+    }
+
+    #[test]
+    fn spans_read_back_and_malformed_ones_are_refused() {
+        let (a, b) = ("10.0.0.2".parse().unwrap(), "10.0.0.9".parse().unwrap());
+        assert_eq!(parse_span(&format_span(a, b)), Some((a, b)));
+        let v6 = format_span("fd00::1".parse().unwrap(), "fd00::ffff".parse().unwrap());
+        assert!(v6.len() <= 79 && parse_span(&v6).is_some());
+        for bad in ["10.0.0.9-10.0.0.2", "10.0.0.1-fd00::1", "10.0.0.1", "x-y", "10.0.0.1-"] {
+            assert_eq!(parse_span(bad), None, "{bad}");
         }
     }
 

@@ -21,6 +21,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use netendpoint_crd::need::parse_span;
 use netendpoint_crd::{IpFamily, NetworkEndpointNeed, NetworkEndpointNeedStatus, PodRef, Promise, endpoint_name};
 
 /// Slack added to an entry's announced wait, for the whole-second
@@ -56,6 +57,9 @@ pub struct Waiter {
     pub deadline: Timestamp,
     /// Its status as read.
     pub status: NetworkEndpointNeedStatus,
+    /// The addresses it can take, as inclusive spans (its entry's
+    /// `spec.spans`); `None` when the entry does not say.
+    pub spans: Option<Vec<(IpAddr, IpAddr)>>,
 }
 
 impl Waiter {
@@ -83,12 +87,27 @@ impl Waiter {
             created,
             deadline,
             status,
+            spans: spec.spans.as_ref().map(|v| v.iter().filter_map(|x| parse_span(x)).collect()),
         })
+    }
+
+    /// True if it can take `ip`: in one of its spans, or it named none.
+    pub fn can_take(&self, ip: IpAddr) -> bool {
+        self.spans.as_ref().is_none_or(|spans| spans.iter().any(|(a, b)| within(ip, *a, *b)))
     }
 
     /// The address promised to it, if any.
     pub fn promise(&self) -> Option<&Promise> {
         self.status.promise.as_ref()
+    }
+}
+
+/// True if `ip` lies in the inclusive span `first..=last` (one family).
+fn within(ip: IpAddr, first: IpAddr, last: IpAddr) -> bool {
+    match (ip, first, last) {
+        (IpAddr::V4(x), IpAddr::V4(a), IpAddr::V4(b)) => a <= x && x <= b,
+        (IpAddr::V6(x), IpAddr::V6(a), IpAddr::V6(b)) => a <= x && x <= b,
+        _ => false,
     }
 }
 
@@ -131,42 +150,58 @@ pub fn release_promise(ip: IpAddr, lease: &str) -> Promise {
 /// address can be given to that waiter instead: then the release passes to
 /// the next waiter in line.
 pub fn assign(pool: &str, waiting: &[Option<&Promise>], supply: &Supply) -> Vec<Option<Promise>> {
+    assign_where(pool, waiting, |_, _| true, supply)
+}
+
+/// [`assign`] where waiter `i` takes only an address `ip` with
+/// `fits(i, ip)` (the spans its entry announced): an address it cannot
+/// take goes to the next waiter in line that can, and a waiter that can
+/// take none of the supply is promised nothing.
+pub fn assign_where(
+    pool: &str,
+    waiting: &[Option<&Promise>],
+    fits: impl Fn(usize, IpAddr) -> bool,
+    supply: &Supply,
+) -> Vec<Option<Promise>> {
     let free_set: HashSet<IpAddr> = supply.free.iter().copied().collect();
     let releasing_set: HashSet<&str> = supply.releasing.iter().map(|(_, l)| l.as_str()).collect();
     let mut used: HashSet<IpAddr> = HashSet::new();
     let mut out: Vec<Option<Promise>> = vec![None; waiting.len()];
     // 1. A promised address that is free now stays its waiter's.
-    for (slot, current) in out.iter_mut().zip(waiting) {
+    for (i, (slot, current)) in out.iter_mut().zip(waiting).enumerate() {
         if let Some(ip) = current.and_then(|p| p.ip.parse::<IpAddr>().ok())
             && free_set.contains(&ip)
+            && fits(i, ip)
             && used.insert(ip)
         {
             *slot = Some(free_promise(pool, ip));
         }
     }
-    // 2. The other free addresses go to the first waiters in line.
-    let mut free = supply.free.iter().filter(|ip| !used.contains(ip)).copied().collect::<Vec<_>>().into_iter();
-    for slot in out.iter_mut().filter(|s| s.is_none()) {
-        let Some(ip) = free.next() else { break };
+    // 2. The other free addresses go to the first waiters in line that can take them.
+    for (i, slot) in out.iter_mut().enumerate().filter(|(_, s)| s.is_none()) {
+        let Some(ip) = supply.free.iter().copied().find(|ip| !used.contains(ip) && fits(i, *ip)) else { continue };
         used.insert(ip);
         *slot = Some(free_promise(pool, ip));
     }
     // 3. A promised release still in progress stays with a waiter that got nothing better.
-    for (slot, current) in out.iter_mut().zip(waiting) {
+    for (i, (slot, current)) in out.iter_mut().zip(waiting).enumerate() {
         if slot.is_some() {
             continue;
         }
         if let Some(p) = current.filter(|p| p.releasing && releasing_set.contains(p.lease.as_str()))
             && let Ok(ip) = p.ip.parse::<IpAddr>()
+            && fits(i, ip)
             && used.insert(ip)
         {
             *slot = Some(release_promise(ip, &p.lease));
         }
     }
-    // 4. The other releases go to the next waiters in line, the oldest release first.
-    let mut releasing = supply.releasing.iter().filter(|(ip, _)| !used.contains(ip));
-    for slot in out.iter_mut().filter(|s| s.is_none()) {
-        let Some((ip, lease)) = releasing.next() else { break };
+    // 4. The other releases go to the next waiters in line that can take them, the oldest release first.
+    for (i, slot) in out.iter_mut().enumerate().filter(|(_, s)| s.is_none()) {
+        let Some((ip, lease)) = supply.releasing.iter().find(|(ip, _)| !used.contains(ip) && fits(i, *ip)) else {
+            continue;
+        };
+        used.insert(*ip);
         *slot = Some(release_promise(*ip, lease));
     }
     out
@@ -278,6 +313,23 @@ mod tests {
         assert_eq!(out, vec![None], "a promise of nothing the pool can give is dropped");
     }
 
+    #[test]
+    fn an_address_a_waiter_cannot_take_goes_to_the_next_one_that_can() {
+        // The first waiter's network is .2-.3 only (a config that changed, or another network of the pool).
+        let narrow = |i: usize, ip: IpAddr| i != 0 || ["10.0.0.2", "10.0.0.3"].contains(&ip.to_string().as_str());
+        let out = assign_where("p", &[None, None], narrow, &supply(&["10.0.0.5"], &["10.0.0.2"]));
+        assert_eq!(ips(&out), s(&[Some("10.0.0.2~"), Some("10.0.0.5")]), "not the free .5 it cannot take");
+        // A kept promise it cannot take is moved too, and an address nobody can take is promised to nobody.
+        let p5 = free_promise("p", ip("10.0.0.5"));
+        let out = assign_where("p", &[Some(&p5)], narrow, &supply(&["10.0.0.5"], &[]));
+        assert_eq!(out, vec![None]);
+        // The entry's spans are what it can take.
+        let mut w = waiter("p", Timestamp::UNIX_EPOCH, Timestamp::UNIX_EPOCH);
+        assert!(w.can_take(ip("10.9.9.9")), "an entry that names no spans");
+        w.spans = Some(vec![(ip("10.0.0.2"), ip("10.0.0.3"))]);
+        assert!(w.can_take(ip("10.0.0.3")) && !w.can_take(ip("10.0.0.4")) && !w.can_take(ip("fd00::2")));
+    }
+
     fn waiter(pool: &str, created: Timestamp, deadline: Timestamp) -> Waiter {
         Waiter {
             name: format!("{pool}.n.0"),
@@ -292,6 +344,7 @@ mod tests {
             created,
             deadline,
             status: NetworkEndpointNeedStatus::default(),
+            spans: None,
         }
     }
 

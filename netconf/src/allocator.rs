@@ -171,6 +171,26 @@ impl RangeSet {
         None
     }
 
+    /// The usable addresses as inclusive spans `(first, last)`, in range
+    /// order: each range with its gateway and exclusions cut out. What a
+    /// waiting ADD's queue entry announces it can take.
+    pub fn usable_spans(&self) -> Vec<(IpAddr, IpAddr)> {
+        let mut out = Vec::new();
+        for r in self.usable_ranges() {
+            let mut from = Some(r.lo);
+            for &(a, b) in &r.holes {
+                if let Some(f) = from.filter(|f| *f < a) {
+                    out.push((from_u128(r.family, f), from_u128(r.family, a - 1)));
+                }
+                from = b.checked_add(1);
+            }
+            if let Some(f) = from.filter(|f| *f <= r.hi) {
+                out.push((from_u128(r.family, f), from_u128(r.family, r.hi)));
+            }
+        }
+        out
+    }
+
     fn usable_ranges(&self) -> Vec<UsableRange> {
         self.ranges.iter().map(|r| UsableRange::new(r, &self.exclude)).collect()
     }
@@ -305,6 +325,22 @@ mod tests {
             ranges: vec![Range::with_defaults(subnet.parse().unwrap(), None, None, None).unwrap()],
             exclude: vec![],
         }
+    }
+
+    #[test]
+    fn usable_spans_are_the_candidates_without_gateways_and_exclusions() {
+        let mut s = set("10.0.0.0/28");
+        s.exclude = vec!["10.0.0.4/31".parse().unwrap(), "10.0.0.14/32".parse().unwrap()];
+        assert_eq!(
+            s.usable_spans(),
+            [(ip("10.0.0.2"), ip("10.0.0.3")), (ip("10.0.0.6"), ip("10.0.0.13"))],
+            "the gateway .1, .4-.5 and the last usable .14 cut out"
+        );
+        let spanned: Vec<IpAddr> =
+            s.usable_spans().iter().flat_map(|(a, b)| (to_u128(*a)..=to_u128(*b)).map(|v| from_u128(*a, v))).collect();
+        assert_eq!(spanned, s.candidates(None).collect::<Vec<_>>());
+        let whole = set("fd00::/64");
+        assert_eq!(whole.usable_spans(), [(ip("fd00::2"), ip("fd00::ffff:ffff:ffff:ffff"))]);
     }
 
     #[test]

@@ -175,6 +175,7 @@ impl NeedFixture {
             container_id: None,
             if_name: None,
             deadline: None,
+            spans: None,
         };
         Self { spec }
     }

@@ -396,7 +396,9 @@ async fn forced_release_and_reclaim_still_work_under_the_node_bound_identities()
         .expect("one release in progress");
     let stuck_name = stuck.metadata.name.clone().unwrap();
 
-    // The node's own identity may not reach across: a lease of another node.
+    // The node's own identity may not reach across: a lease of another node
+    // (in the pool, outside this network's ranges: when it is reclaimed, its
+    // address is no promise for this network's waiter).
     let gone = unique("e2e-gone");
     let orphan = create(lease(&pool, "10.86.0.5", "e2e-orphan", &gone, &[])).await.metadata.name.unwrap();
     let as_plugin: Api<NetworkEndpoint> = Api::all(client_for(&plugin_kc).await);

@@ -295,7 +295,7 @@ async fn a_release_that_becomes_stuck_during_the_wait_is_forced_then() {
 
 /// The default, `crossNode: controller`: an ADD never forces a release; it
 /// joins the pool's queue with an entry of its own, naming its Pod,
-/// sandbox, family and deadline, and deletes it when the wait ends.
+/// sandbox, family, deadline and the spans it can take, and deletes it when the wait ends.
 #[tokio::test(start_paused = true)]
 async fn with_cross_node_controller_an_add_forces_nothing_and_joins_the_queue() {
     let store = Arc::new(MemStore::new(T0, &["n1"]));
@@ -324,6 +324,7 @@ async fn with_cross_node_controller_an_add_forces_nothing_and_joins_the_queue() 
     assert_eq!((spec.pool.as_str(), spec.node.as_str(), spec.pod.uid.as_str()), ("p", "n1", "uid-a"));
     assert_eq!((spec.container_id.as_deref(), spec.if_name.as_deref()), (Some("a"), Some("eth0")));
     assert_eq!(spec.ip_family, Some(netendpoint_crd::IpFamily::IPv4));
+    assert_eq!(spec.spans, Some(vec!["10.0.0.2-10.0.0.6".to_string()]), "the addresses it can take");
     let deadline = spec.deadline.as_ref().unwrap().0;
     let created = entry.metadata.creation_timestamp.as_ref().unwrap().0;
     assert!(deadline.duration_since(created).as_secs() <= 5, "the deadline is the wait's end");

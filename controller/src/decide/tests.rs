@@ -528,6 +528,7 @@ fn waiter(name: &str, arrival: u128, deadline: i64) -> Waiter {
         created: t(0),
         deadline: t(deadline),
         status: NetworkEndpointNeedStatus::default(),
+        spans: None,
     }
 }
 
@@ -609,6 +610,40 @@ fn a_pool_of_unknown_ranges_promises_the_addresses_it_saw_allocated_once_they_ar
         x.status = m.promised.get(&x.uid).cloned().unwrap_or_default();
     }
     assert_eq!(kinds(&decide(&w, &s, &mut m, t(42))), ["promise 10.0.0.4 to second (2/2)"]);
+}
+
+#[test]
+fn a_waiter_is_promised_only_an_address_of_the_spans_it_announced() {
+    let s = settings();
+    let ip = |x: &str| x.parse::<IpAddr>().unwrap();
+    // Pool p, ranges unknown: .5 (seen allocated, then free) is outside the
+    // first waiter's network (.2-.3), whose .2 is being released.
+    let mut w =
+        world(vec![Lease::test("10.0.0.2").releasing_since(10, 600), Lease::test("10.0.0.3"), Lease::test("10.0.0.5")]);
+    let mut narrow = waiter("narrow", 100, 60);
+    narrow.spans = Some(vec![(ip("10.0.0.2"), ip("10.0.0.3"))]);
+    w.waiters = vec![narrow];
+    w.believed = w.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
+    let mut m = Memory::default();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(40))), ["promise 10.0.0.2~ to narrow (1/1)"]);
+    w.leases.retain(|l| l.name != "p.10.0.0.5");
+    w.waiters[0].status = m.promised.get("uid-narrow").cloned().unwrap_or_default();
+    assert_eq!(
+        kinds(&decide(&w, &s, &mut m, t(41))),
+        Vec::<String>::new(),
+        "the free .5 is not its address: it keeps .2"
+    );
+    // A waiter of the whole pool takes .5; one whose spans hold a free address never allocated is offered it.
+    let mut wide = waiter("wide", 101, 60);
+    wide.spans = Some(vec![(ip("10.0.0.2"), ip("10.0.0.6"))]);
+    let mut other = waiter("other", 102, 60);
+    other.spans = Some(vec![(ip("10.0.0.8"), ip("10.0.0.9"))]);
+    w.waiters.extend([wide, other]);
+    w.believed = w.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
+    assert_eq!(
+        kinds(&decide(&w, &s, &mut m, t(42))),
+        ["promise 10.0.0.5 to wide (2/3)", "promise 10.0.0.8 to other (3/3)"]
+    );
 }
 
 #[test]
