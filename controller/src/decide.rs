@@ -95,6 +95,11 @@ pub struct World {
     pub ranges: HashMap<String, Vec<RangeSet>>,
     /// Known capacities, by pool.
     pub capacity: HashMap<String, Capacity>,
+    /// For pools without a known capacity: the addresses admission lets
+    /// them lease, from their entry in `netendpoint-pools` (what the
+    /// pool-ranges policy enforces). Every lease or hold of the pool is one
+    /// of them, so a family is full once as many are in use.
+    pub capacity_bound: HashMap<String, Capacity>,
     /// The StatefulSets, (namespace, name) → spec.replicas.
     pub statefulsets: HashMap<(String, String), i64>,
     /// True once the StatefulSets were listed: without that list no hold
@@ -552,7 +557,21 @@ impl Pass<'_> {
     /// known and every address is leased or held. A pool whose capacity is
     /// unknown is never full for ending a hold (invariant 15).
     fn known_full(&self, pool: &str, ip: IpAddr) -> bool {
-        self.world.capacity.get(pool).is_some_and(|c| c.of(ip) > 0) && self.family_full(pool, Some(ip))
+        if self.world.capacity.contains_key(pool) {
+            return self.world.capacity.get(pool).is_some_and(|c| c.of(ip) > 0) && self.family_full(pool, Some(ip));
+        }
+        let Some(bound) = self.world.capacity_bound.get(pool).map(|c| c.of(ip)).filter(|b| *b > 0) else {
+            return false;
+        };
+        let in_family = |a: IpAddr| a.is_ipv4() == ip.is_ipv4();
+        let used = self
+            .world
+            .leases
+            .iter()
+            .filter(|l| l.pool == pool && l.incarnation.is_none() && l.ip.is_some_and(in_family))
+            .count()
+            + self.world.holds.iter().filter(|h| h.pool == pool && in_family(h.ip)).count();
+        used as u128 >= bound
     }
 
     /// The releases in progress of `pool` in `family` that a waiting ADD may
@@ -623,7 +642,7 @@ impl Pass<'_> {
     }
 
     /// Serves each pool's queue in arrival order: promises its free
-    /// addresses and its releases in progress ([`assign`]), forces a
+    /// addresses and its releases in progress ([`assign_where`]), forces a
     /// promised release that outlived its bound, and deletes the entries
     /// whose Pod does not wait on their node or whose deadline passed.
     fn serve_queue(&mut self) {

@@ -220,6 +220,14 @@ impl Stores {
             nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
             needs,
+            capacity_bound: self
+                .pools_param()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|(pool, entry)| {
+                    Some((pool.clone(), netendpoint_netconf::networks::admission_capacity(entry)?))
+                })
+                .collect(),
             capacity: capacities(networks),
             statefulsets: self
                 .statefulsets

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use netendpoint_lease::addr::to_u128;
 use netendpoint_lease::pools::Capacity;
 use serde_json::Value;
 
@@ -91,6 +92,54 @@ pub fn admission_ranges(networks: &[IpamConfig]) -> BTreeMap<String, String> {
     by_pool.into_iter().map(|(pool, cidrs)| (pool, cidrs.join(","))).collect()
 }
 
+/// The addresses an entry of `netendpoint-pools` (as [`admission_ranges`]
+/// writes it, or as an administrator adds one) lets its pool lease, per
+/// family: those in one of its CIDRs and in no `!` entry. `None` when an
+/// entry is not a CIDR, as the policy would read none of it.
+pub fn admission_capacity(entry: &str) -> Option<Capacity> {
+    let mut allow: Vec<(bool, u128, u128)> = Vec::new();
+    let mut deny: Vec<(bool, u128, u128)> = Vec::new();
+    for part in entry.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (list, cidr) = match part.strip_prefix('!') {
+            Some(rest) => (&mut deny, rest),
+            None => (&mut allow, part),
+        };
+        let net: IpNet = cidr.parse().ok()?;
+        list.push((net.addr().is_ipv4(), to_u128(net.network()), to_u128(net.broadcast())));
+    }
+    let mut cap = Capacity::default();
+    for v4 in [true, false] {
+        let spans = |l: &[(bool, u128, u128)]| merge(l.iter().filter(|s| s.0 == v4).map(|s| (s.1, s.2)).collect());
+        let denied = spans(&deny);
+        let mut n: u128 = 0;
+        for (lo, hi) in spans(&allow) {
+            let size = (hi - lo).saturating_add(1);
+            let cut = denied
+                .iter()
+                .map(|(a, b)| ((*a).max(lo), (*b).min(hi)))
+                .filter(|(a, b)| a <= b)
+                .map(|(a, b)| (b - a).saturating_add(1))
+                .fold(0u128, u128::saturating_add);
+            n = n.saturating_add(size.saturating_sub(cut));
+        }
+        if v4 { cap.v4 = n } else { cap.v6 = n }
+    }
+    Some(cap)
+}
+
+/// Inclusive spans sorted and merged where they overlap or touch.
+fn merge(mut spans: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
+    spans.sort_unstable();
+    let mut out: Vec<(u128, u128)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some((_, last)) if a <= last.saturating_add(1) => *last = (*last).max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 impl IpamConfig {
     /// The pool's usable addresses per IP family, as
     /// [`RangeSet::capacity`](crate::allocator::RangeSet::capacity) counts them.
@@ -147,6 +196,24 @@ fn cover(start: IpAddr, end: IpAddr) -> Vec<IpNet> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_admission_capacity_is_what_the_pool_ranges_policy_lets_a_pool_lease() {
+        // A network's own entry: the bound equals its capacity.
+        let conf = IpamConfig::parse(
+            &json!({"pool": "p", "ranges": [[{"subnet": "10.0.0.0/28", "rangeStart": "10.0.0.2", "rangeEnd": "10.0.0.12"}],
+                [{"subnet": "fd00::/120"}]], "exclude": ["10.0.0.4/31"]}),
+            "net",
+        )
+        .unwrap();
+        let entry = &admission_ranges(std::slice::from_ref(&conf))["p"];
+        assert_eq!(admission_capacity(entry), Some(conf.capacity()), "{entry}");
+        // An entry by hand: overlaps count once, exclusions come off once.
+        let cap = admission_capacity("10.1.0.0/30, 10.1.0.0/31,!10.1.0.1/32,!10.1.0.0/31").unwrap();
+        assert_eq!((cap.v4, cap.v6), (2, 0));
+        assert_eq!(admission_capacity(""), Some(Capacity::default()));
+        assert_eq!(admission_capacity("10.1.0.0/30,nonsense"), None);
+    }
 
     #[test]
     fn capacities_come_per_pool_from_conflists_and_confs_and_bad_files_are_named() {

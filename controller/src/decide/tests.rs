@@ -456,6 +456,26 @@ fn pool_pressure_ends_the_oldest_hold_idle_for_pressure_after_only_when_no_other
 }
 
 #[test]
+fn a_pool_of_unknown_ranges_is_full_for_pressure_only_when_its_admission_bound_is_used_up() {
+    let s = settings();
+    // No network config of p: netendpoint-pools lets it lease `bound` IPv4 addresses; 3 are in use.
+    for (bound, ends) in [(None, false), (Some(4), false), (Some(3), true)] {
+        let mut w = world(vec![Lease::test("10.0.0.3")]);
+        w.holds = vec![hold("10.0.0.1", 1, None), hold("10.0.0.2", 1, None)];
+        w.holds[0].incarnation = None;
+        w.holds[1].incarnation = None;
+        if let Some(b) = bound {
+            w.capacity_bound.insert("p".into(), Capacity { v4: b, v6: 0 });
+        }
+        let mut m = Memory::default();
+        decide(&w, &s, &mut m, t(0));
+        w.needs = vec![need("b@1", 10_000)];
+        let acted = kinds(&decide(&w, &s, &mut m, t(500)));
+        assert_eq!(acted.iter().any(|k| k.contains("PoolPressure")), ends, "bound {bound:?}: {acted:?}");
+    }
+}
+
+#[test]
 fn pool_pressure_spares_the_hold_of_an_ordinal_its_statefulset_still_wants() {
     let s = settings();
     let mut w = world(vec![Lease::test("10.0.0.3"), Lease::test("10.0.0.2")]);
