@@ -776,3 +776,89 @@ async fn a_refusal_for_want_of_a_policys_configmap_is_recorded_once_naming_it() 
     assert_eq!(counted(&ctl, "forced_releases"), 0);
     acting(force(), vec![refused()]).await;
 }
+
+/// A queue entry `p.n1.0` of Pod `ns/waiter` (UID `e1`), waiting until
+/// 2026-01-01T00:01:00Z, promised `promise` (if any).
+fn entry(promise: Option<&str>) -> NetworkEndpointNeed {
+    let spec = netendpoint_crd::NetworkEndpointNeedSpec {
+        pool: "p".into(),
+        node: "n1".into(),
+        pod: netendpoint_crd::PodRef { namespace: "ns".into(), name: "waiter".into(), uid: "pw".into() },
+        wait_seconds: 60,
+        slot: Some(0),
+        ip_family: Some(netendpoint_crd::IpFamily::IPv4),
+        container_id: Some("cw".into()),
+        if_name: Some("eth0".into()),
+        deadline: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-01-01T00:01:00Z".parse().unwrap())),
+        spans: None,
+    };
+    let mut e = NetworkEndpointNeed::new("p.n1.0", spec);
+    e.metadata.uid = Some("e1".into());
+    e.metadata.resource_version = Some("100".into());
+    e.metadata.creation_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-01-01T00:00:00Z".parse().unwrap()));
+    e.status = Some(netendpoint_crd::NetworkEndpointNeedStatus {
+        arrival: Some("100".into()),
+        promise: promise.map(|ip| netendpoint_lease::queue::free_promise("p", ip.parse().unwrap())),
+        message: None,
+    });
+    e
+}
+
+/// Issue 33: pool pressure is checked against the server at the moment it
+/// would end a hold. A waiting ADD served just before (its entry deleted,
+/// or promised an address) ends no hold, whatever the watch still shows;
+/// nor does one whose claim's Pod exists again. Only an entry still
+/// waiting, unpromised, for a hold whose identity has no Pod, ends it.
+#[tokio::test]
+async fn pool_pressure_for_an_add_served_just_before_ends_no_hold() {
+    let hold = Hold::test("10.0.0.5");
+    let why = PressureFor { entry: "p.n1.0".into(), version: "e1".into(), queued: true };
+    let pressure = || Action::ReleaseHold {
+        hold: Box::new(hold.clone()),
+        reason: HoldEnd::PoolPressure,
+        for_waiter: Some(why.clone()),
+    };
+    let entry_path = "/apis/netendpoint.dev/v1alpha1/networkendpointneeds/p.n1.0";
+    let at = |ctl: &Context| ctl.clock.set("2026-01-01T00:00:10Z".parse().unwrap());
+    let run = |script: Vec<Exchange>| {
+        let action = pressure();
+        async move {
+            let (ctl, server) = Context::test(script);
+            at(&ctl);
+            act(&ctl, &action).await;
+            server.assert_done();
+        }
+    };
+    // Served and gone: one read, no write.
+    run(vec![Exchange::get(entry_path).fails(404)]).await;
+    // Promised an address: no write.
+    run(vec![Exchange::get(entry_path).returns(&entry(Some("10.0.0.7")))]).await;
+    // Still waiting, but the claim's Pod exists again: no write.
+    let claim = IPAMClaim::test("web-0.p", "claim-uid");
+    run(vec![
+        Exchange::get(entry_path).returns(&entry(None)),
+        Exchange::get(&format!("{CLAIMS}/web-0.p")).returns(&claim),
+        Exchange::get(&format!("{PODS}/web-0")).returns(&Pod::test("web-0", "u2")),
+    ])
+    .await;
+    // Still waiting, no Pod, the StatefulSet scaled to 0: the hold ends.
+    let mut scaled = statefulset("web", "sts-uid");
+    scaled.spec = Some(k8s_openapi::api::apps::v1::StatefulSetSpec { replicas: Some(0), ..Default::default() });
+    let releasing = json!({"phase": "Releasing", "message": HoldEnd::PoolPressure.describe()});
+    run(vec![
+        Exchange::get(entry_path).returns(&entry(None)),
+        Exchange::get(&format!("{CLAIMS}/web-0.p")).returns(&claim),
+        Exchange::get(&format!("{PODS}/web-0")).fails(404),
+        Exchange::get("/apis/apps/v1/namespaces/ns/statefulsets/web").returns(&scaled),
+        hold_status_patch(&hold, releasing),
+        event(
+            "p.10.0.0.5",
+            "hold-10.0.0.5",
+            REASON_STICKY_HOLD_ENDED,
+            &format!("sticky hold p.10.0.0.5 of claim ns/web-0.p ends: {}", HoldEnd::PoolPressure.describe()),
+            false,
+        ),
+    ])
+    .await;
+}
