@@ -794,7 +794,7 @@ impl Pass<'_> {
         // hold from its other ends (stickyFor, its claim) or from another
         // waiting ADD.
         let key = |h: &Hold| format!("{}#pressure#{}@{}", h.uid, why.entry, why.version);
-        let hold = self
+        let candidates: Vec<(i64, Hold)> = self
             .world
             .holds
             .iter()
@@ -805,10 +805,18 @@ impl Pass<'_> {
                     && !self.memory.acted.contains(&end_key(h))
                     && !self.memory.acted.contains(&key(h))
             })
-            .filter(|h| idle_since(h).is_some_and(|t| t <= ripe))
             .filter(|h| self.known_full(pool, h.ip) && !self.ordinal_wanted(h))
-            .min_by_key(|h| idle_since(h).unwrap_or(i64::MAX))
-            .cloned();
+            .filter_map(|h| Some((idle_since(h)?, h.clone())))
+            .collect();
+        let hold = candidates.iter().filter(|(t, _)| *t <= ripe).min_by_key(|(t, _)| *t).map(|(_, h)| h.clone());
+        if hold.is_none() {
+            // The pressure stays while the ADD waits: look again when the
+            // first candidate has been idle for `pressure_after`, not at
+            // the next idle pass.
+            if let Some(t) = candidates.iter().map(|(t, _)| *t).min() {
+                self.soonest(Duration::from_secs(u64::try_from(t - ripe).unwrap_or(0)));
+            }
+        }
         if let Some(hold) = hold {
             let key = key(&hold);
             let action =
@@ -816,14 +824,16 @@ impl Pass<'_> {
             self.act(key, action);
             return true;
         }
-        let legacy = self.oldest_legacy_hold(pool).filter(|l| {
-            l.releasing_since.is_some_and(|t| t.as_second() <= ripe) && l.ip.is_some_and(|ip| self.known_full(pool, ip))
-        });
-        if let Some(lease) = legacy {
-            self.act(lease.uid.clone(), Action::EndLegacyHold { lease, reason: HoldEnd::PoolPressure });
-            return true;
+        let legacy = self.oldest_legacy_hold(pool).filter(|l| l.ip.is_some_and(|ip| self.known_full(pool, ip)));
+        let Some((lease, since)) = legacy.and_then(|l| Some((l.clone(), l.releasing_since?.as_second()))) else {
+            return false;
+        };
+        if since > ripe {
+            self.soonest(Duration::from_secs(u64::try_from(since - ripe).unwrap_or(0)));
+            return false;
         }
-        false
+        self.act(lease.uid.clone(), Action::EndLegacyHold { lease, reason: HoldEnd::PoolPressure });
+        true
     }
 
     /// True when `hold` is a StatefulSet claim's whose StatefulSet still

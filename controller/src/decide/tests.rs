@@ -427,7 +427,10 @@ fn pool_pressure_ends_the_oldest_hold_idle_for_pressure_after_only_when_no_other
     decide(&w, &s, &mut m, t(10));
     // No need: holds stay. A need while both are younger than pressureAfter: still nothing.
     w.needs = vec![need("a@1", 10_000)];
-    assert!(decide(&w, &s, &mut m, t(20)).actions.is_empty(), "a hold idle for 20 s is a recreation, not a leak");
+    let d = decide(&w, &s, &mut m, t(20));
+    assert!(d.actions.is_empty(), "a hold idle for 20 s is a recreation, not a leak");
+    // The need still waits: the next pass comes when .2 ripens, not at an idle pass.
+    assert_eq!(d.look_again_in, Some(s.pressure_after - Duration::from_secs(20)));
     // Once idle for pressureAfter, the oldest idle hold ends, once per need.
     assert_eq!(kinds(&decide(&w, &s, &mut m, t(121))), ["release hold p.10.0.0.2 PoolPressure"]);
     assert!(decide(&w, &s, &mut m, t(122)).actions.is_empty());
