@@ -427,7 +427,7 @@ if want O; then
 echo
 say "== scenario O: kubectl rollout restart of the installer, the agent and the controller while bare pods are made and deleted"
 churn_log=$NODE_DIR/churn.log
-: > "$churn_log"; rm -f "$NODE_DIR/churn.stop"
+: > "$churn_log"; : > "$NODE_DIR/churn.err"; rm -f "$NODE_DIR/churn.stop"
 # One bare pod at a time: made, Running (or not within 90 s), deleted.
 # Lines: name, start (ms), time to Running (ms or -), ok|timeout.
 churn() {
@@ -437,7 +437,9 @@ churn() {
     bare_pod "$name" 1 2>/dev/null || { sleep 1; continue; }
     if wait_until 90 running "$name"; then st=ok t=$(( $(now_ms) - start )); else st=timeout t=-; fi
     echo "$name $start $t $st" >> "$churn_log"
-    kc delete pod "$name" --wait=false >/dev/null 2>&1
+    # A refused delete is retried by the cleanup after the loop; the loop
+    # itself must not end on it (set -e holds in this background subshell).
+    kc delete pod "$name" --wait=false >/dev/null 2>>"$NODE_DIR/churn.err" || echo "delete $name failed" >> "$NODE_DIR/churn.err"
   done
 }
 ready_pods() { # app.kubernetes.io/name -> its Pods that are Ready and not being deleted
@@ -535,7 +537,9 @@ read -r n ok slow < <(churn_since "$start")
 say "controller rolled out in ${t_roll} ms; leadership moved $leader_before -> $leader_after ($moves change(s) of holder), ${lead_gap} ms from the old leader's last renewal to the new one's acquisition, ${t_lead} ms after the restart; $ok/$n pods made meanwhile Running"
 o_ctl="O controller rollout: ${t_roll} ms; leadership moved to a new Pod ${t_lead} ms after the restart, ${lead_gap} ms without a leader (old holder's last renewal to the new one's acquisition)"
 
-touch "$NODE_DIR/churn.stop"; wait "$churn_pid"
+touch "$NODE_DIR/churn.stop"
+wait "$churn_pid" || fail "the churn loop ended with status $?: $(tail -n3 "$NODE_DIR/churn.err" 2>/dev/null)"
+[ ! -s "$NODE_DIR/churn.err" ] || say "churn: $(wc -l < "$NODE_DIR/churn.err") error line(s), last: $(tail -n1 "$NODE_DIR/churn.err")"
 for p in $(kc get pods -o name | grep '^pod/churn-'); do kc delete "$p" --wait=false >/dev/null 2>&1; done
 wait_until 120 no_leases || fail "the churn pods' leases were not all released"
 total=$(wc -l < "$churn_log")
