@@ -787,7 +787,8 @@ impl Pass<'_> {
     /// StatefulSet still wants its ordinal. True if one was chosen (the
     /// executor still checks the waiting ADD and the claim's Pod first).
     fn pressure(&mut self, pool: &str, family: Option<IpFamily>, why: PressureFor) -> bool {
-        let ripe = self.secs() - i64::try_from(self.settings.pressure_after.as_secs()).unwrap_or(i64::MAX);
+        let now = self.secs();
+        let ripe = now - i64::try_from(self.settings.pressure_after.as_secs()).unwrap_or(i64::MAX);
         let idle_since = |h: &Hold| self.memory.holds_idle.remembered().get(&h.uid).copied();
         // Keyed by hold and waiting ADD, not by the hold alone: the executor
         // may refuse after its own reads, and a refusal must not keep the
@@ -806,7 +807,8 @@ impl Pass<'_> {
                     && !self.memory.acted.contains(&key(h))
             })
             .filter(|h| self.known_full(pool, h.ip) && !self.ordinal_wanted(h))
-            .filter_map(|h| Some((idle_since(h)?, h.clone())))
+            // Not seen idle before: [`Self::end_holds`] sees it idle from now, later in this pass.
+            .map(|h| (idle_since(h).unwrap_or(now), h.clone()))
             .collect();
         let hold = candidates.iter().filter(|(t, _)| *t <= ripe).min_by_key(|(t, _)| *t).map(|(_, h)| h.clone());
         if hold.is_none() {

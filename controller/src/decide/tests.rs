@@ -459,6 +459,25 @@ fn pool_pressure_ends_the_oldest_hold_idle_for_pressure_after_only_when_no_other
 }
 
 #[test]
+fn a_new_term_under_pressure_looks_again_when_its_idle_hold_ripens() {
+    // A new leader's first pass sees the idle hold and the waiting need at
+    // once: the next pass is due when the hold has been idle for
+    // pressureAfter, and that pass ends it.
+    let s = settings();
+    let mut w = world(vec![Lease::test("10.0.0.3"), Lease::test("10.0.0.2")]);
+    w.holds = vec![hold("10.0.0.1", 0, None)];
+    w.holds[0].pending = None;
+    w.capacity.insert("p".into(), Capacity { v4: 3, v6: 0 });
+    w.needs = vec![need("a@1", 10_000)];
+    let mut m = Memory::default();
+    let d = decide(&w, &s, &mut m, t(0));
+    assert!(d.actions.is_empty(), "{:?}", kinds(&d));
+    assert_eq!(d.look_again_in, Some(s.pressure_after));
+    let at = i64::try_from(s.pressure_after.as_secs()).unwrap();
+    assert_eq!(kinds(&decide(&w, &s, &mut m, t(at))), ["release hold p.10.0.0.1 PoolPressure"]);
+}
+
+#[test]
 fn a_pool_of_unknown_ranges_is_full_for_pressure_only_when_its_admission_bound_is_used_up() {
     let s = settings();
     // No network config of p: netendpoint-pools lets it lease `bound` IPv4 addresses; 3 are in use.
