@@ -196,6 +196,19 @@ impl RangeSet {
     }
 }
 
+/// Inclusive spans sorted and merged where they overlap or touch.
+pub(crate) fn merge_spans(mut spans: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
+    spans.sort_unstable();
+    let mut out: Vec<(u128, u128)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some((_, last)) if a <= last.saturating_add(1) => *last = (*last).max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// One range as integers, with its holes: the exclusions clipped to it and
 /// its gateway, sorted, merged, and never adjacent to one another.
 struct UsableRange {
@@ -208,22 +221,14 @@ struct UsableRange {
 impl UsableRange {
     fn new(r: &Range, exclude: &[IpNet]) -> Self {
         let (lo, hi) = (to_u128(r.start), to_u128(r.end));
-        let mut spans: Vec<(u128, u128)> = exclude
+        let spans: Vec<(u128, u128)> = exclude
             .iter()
             .filter(|n| n.addr().is_ipv4() == r.start.is_ipv4())
             .map(|n| (to_u128(n.network()).max(lo), to_u128(n.broadcast()).min(hi)))
             .chain(r.gateway.filter(|g| r.contains(*g)).map(|g| (to_u128(g), to_u128(g))))
             .filter(|(a, b)| a <= b)
             .collect();
-        spans.sort_unstable();
-        let mut holes: Vec<(u128, u128)> = Vec::with_capacity(spans.len());
-        for (a, b) in spans {
-            match holes.last_mut() {
-                Some((_, last)) if a <= last.saturating_add(1) => *last = (*last).max(b),
-                _ => holes.push((a, b)),
-            }
-        }
-        Self { family: r.start, lo, hi, holes }
+        Self { family: r.start, lo, hi, holes: merge_spans(spans) }
     }
 
     /// Usable addresses in the range (saturating for a whole IPv6 space).

@@ -16,6 +16,7 @@ use netendpoint_lease::addr::to_u128;
 use netendpoint_lease::pools::Capacity;
 use serde_json::Value;
 
+use crate::allocator::merge_spans;
 use crate::config::IpamConfig;
 use crate::error::{Error, Result};
 
@@ -109,7 +110,8 @@ pub fn admission_capacity(entry: &str) -> Option<Capacity> {
     }
     let mut cap = Capacity::default();
     for v4 in [true, false] {
-        let spans = |l: &[(bool, u128, u128)]| merge(l.iter().filter(|s| s.0 == v4).map(|s| (s.1, s.2)).collect());
+        let spans =
+            |l: &[(bool, u128, u128)]| merge_spans(l.iter().filter(|s| s.0 == v4).map(|s| (s.1, s.2)).collect());
         let denied = spans(&deny);
         let mut n: u128 = 0;
         for (lo, hi) in spans(&allow) {
@@ -125,19 +127,6 @@ pub fn admission_capacity(entry: &str) -> Option<Capacity> {
         if v4 { cap.v4 = n } else { cap.v6 = n }
     }
     Some(cap)
-}
-
-/// Inclusive spans sorted and merged where they overlap or touch.
-fn merge(mut spans: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
-    spans.sort_unstable();
-    let mut out: Vec<(u128, u128)> = Vec::with_capacity(spans.len());
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some((_, last)) if a <= last.saturating_add(1) => *last = (*last).max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 impl IpamConfig {
