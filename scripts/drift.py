@@ -227,13 +227,17 @@ def self_test(root):
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "tree")
-        shutil.copytree(
-            root,
-            copy,
-            ignore=lambda d, names: [
-                n for n in names if n in ("target", ".git", ".testenv", "node_modules") or (n == "bin" and d.endswith("/tests"))
-            ],
-        )
+        # The files git knows or would add: never build output, a test
+        # environment or a running node's sockets and pipes.
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root, check=True, capture_output=True,
+        ).stdout.decode().split("\0")
+        for rel in filter(None, listed):
+            src = os.path.join(root, rel)
+            if os.path.isfile(src) and not os.path.islink(src):
+                os.makedirs(os.path.dirname(os.path.join(copy, rel)), exist_ok=True)
+                shutil.copy2(src, os.path.join(copy, rel))
         base = check(copy, run_binaries=False)
         if base:
             failures.append("the unchanged copy already fails: " + "; ".join(base))
