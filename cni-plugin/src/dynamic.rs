@@ -570,50 +570,78 @@ async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
     // A queue only a controller serves: one that summarises this pool.
     // Without one yet (no controller, or one older than the queue during an
     // upgrade), the ADD joins later, at the first look that finds a summary.
-    let mut entry = None;
-    if s.summaries {
-        join_queue(c, local, s, wait, &mut entry).await;
+    let mut place = Place { entry: None, rejoin: None, join_later: !s.summaries };
+    if s.summaries && join_queue(c, local, s, wait, &mut place.entry, 0).await {
+        place.rejoin = Some(1);
     }
-    let got = wait_in_queue(c, local, s, make, wait, &mut entry).await;
-    if let Some(e) = &entry {
+    let got = wait_in_queue(c, local, s, make, wait, &mut place).await;
+    if let Some(e) = &place.entry {
         crate::queue::leave(c, &e.name).await;
     }
     local.note_entries(&c.who.key.container_id, &c.who.key.if_name, &c.entries);
     got
 }
 
-/// Joins the pool's queue (see [`crate::queue::join`]) and notes the entry
-/// under `dataDir`, so that a DEL after this ADD was killed finds it.
+/// A waiting ADD's place in its pool's queue.
+struct Place {
+    /// Its entry, once it has one.
+    entry: Option<crate::queue::Entry>,
+    /// No entry for want of a free slot: the next round of slots to try.
+    /// This node's other waiting ADDs are served one by one, so each look
+    /// tries the next slots until it joins; outside the queue every address
+    /// would go to those in it first.
+    rejoin: Option<u8>,
+    /// No entry for want of a summary: joined at the first look that finds one.
+    join_later: bool,
+}
+
+impl Place {
+    /// At a look: joins the queue if this ADD waits outside it for want of
+    /// a summary that a confirmed one now gives (the new controller, during
+    /// an upgrade from a version without the queue: the ADD takes its place
+    /// behind those who joined before), or for want of a free slot. True
+    /// when it joined.
+    async fn join_at_look<S: Clock + Queue>(
+        &mut self,
+        c: &mut Claiming<'_, S>,
+        local: &LocalState,
+        s: &Search<'_>,
+        wait: Deadline,
+    ) -> bool {
+        let summarised_now = self.join_later && s.summaries;
+        self.join_later &= !s.summaries;
+        if self.entry.is_some() || !s.confirmed {
+            return false;
+        }
+        if summarised_now {
+            join_queue(c, local, s, wait, &mut self.entry, 0).await;
+        } else if let Some(round) = self.rejoin {
+            let taken = join_queue(c, local, s, wait, &mut self.entry, round).await;
+            self.rejoin = taken.then(|| round.wrapping_add(1));
+        }
+        self.entry.is_some()
+    }
+}
+
+/// Joins the pool's queue in `round` (see [`crate::queue::join`]) and notes
+/// the entry under `dataDir`, so that a DEL after this ADD was killed finds
+/// it. True when every slot tried was taken (worth another round later).
 async fn join_queue<S: Clock + Queue>(
     c: &mut Claiming<'_, S>,
     local: &LocalState,
     s: &Search<'_>,
     wait: Deadline,
     entry: &mut Option<crate::queue::Entry>,
-) {
-    *entry = crate::queue::join(c, s.set, wait).await;
-    if entry.is_some() {
-        local.note_entries(&c.who.key.container_id, &c.who.key.if_name, &c.entries);
-    }
-}
-
-/// A controller summarises the pool now, which it did not when this ADD
-/// began to wait (the new controller, during an upgrade from a version
-/// without the queue): the ADD takes its place in the queue from here on,
-/// behind those who joined before. True when it did (the summary is
-/// confirmed and the entry created).
-async fn joined_late<S: Clock + Queue + Summaries>(
-    c: &mut Claiming<'_, S>,
-    local: &LocalState,
-    s: &Search<'_>,
-    wait: Deadline,
-    entry: &mut Option<crate::queue::Entry>,
+    round: u8,
 ) -> bool {
-    if !s.confirmed {
-        return false;
+    match crate::queue::join(c, s.set, wait, round).await {
+        Ok(e) => {
+            *entry = Some(e);
+            local.note_entries(&c.who.key.container_id, &c.who.key.if_name, &c.entries);
+            false
+        }
+        Err(why) => why == crate::queue::NoEntry::SlotsTaken,
     }
-    join_queue(c, local, s, wait, entry).await;
-    entry.is_some()
 }
 
 /// The wait of [`wait_for_release`], with the entry (if any) joined.
@@ -623,19 +651,19 @@ async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
     s: &mut Search<'_>,
     make: Make<'_>,
     wait: Deadline,
-    entry: &mut Option<crate::queue::Entry>,
+    place: &mut Place,
 ) -> Result<NetworkEndpoint> {
-    // No entry for want of a summary: joined at the first look that finds one.
-    let mut join_later = !s.summaries;
     let mut acked_by = Deadline::after(ACK_WAIT.min(wait.remaining()));
-    let mut unordered = entry.is_none() || !s.confirmed;
+    let mut unordered = place.entry.is_none() || !s.confirmed;
     let mut pause = if unordered { UNORDERED_FIRST } else { QUEUED_RECHECK };
     let mut next_look = Deadline::after(pause.min(wait.remaining()));
     let mut handled: Option<Promise> = None;
     let mut releasing: Option<NetworkEndpoint> = None;
     loop {
         // A promise not acted on yet.
-        if let Some(p) = entry.as_ref().and_then(|e| e.promise()).filter(|p| handled.as_ref() != Some(*p)).cloned() {
+        if let Some(p) =
+            place.entry.as_ref().and_then(|e| e.promise()).filter(|p| handled.as_ref() != Some(*p)).cloned()
+        {
             releasing = None;
             match take_promise(c, s.set, make, &p).await? {
                 Taken::Ours(ep) => {
@@ -652,21 +680,21 @@ async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
                 Some(ep) => vec![ep],
                 None => read_releases(c, s).await,
             };
-            return Err(Error::PoolExhausted(Box::new(exhaustion_queued(c, s, &read, wait, entry))));
+            return Err(Error::PoolExhausted(Box::new(exhaustion_queued(c, s, &read, wait, &place.entry))));
         }
-        if !unordered && entry.as_ref().is_some_and(|e| !e.acknowledged()) && acked_by.passed() {
+        if !unordered && place.entry.as_ref().is_some_and(|e| !e.acknowledged()) && acked_by.passed() {
             warn!(pool = %c.conf.pool, "netendpoint-controller has not ordered this ADD's queue entry: also looking on its own");
             unordered = true;
             pause = UNORDERED_FIRST;
             next_look = Deadline::after(pause.min(wait.remaining()));
         }
         let mut until_look = next_look.remaining().min(wait.remaining());
-        if !unordered && entry.as_ref().is_some_and(|e| !e.acknowledged()) {
+        if !unordered && place.entry.as_ref().is_some_and(|e| !e.acknowledged()) {
             until_look = until_look.min(acked_by.remaining());
         }
-        match next_wake(c.store, entry.as_ref(), releasing.as_ref(), until_look).await? {
+        match next_wake(c.store, place.entry.as_ref(), releasing.as_ref(), until_look).await? {
             Woke::Entry(Some(now)) => {
-                if let Some(e) = entry.as_mut() {
+                if let Some(e) = place.entry.as_mut() {
                     e.seen = *now;
                     if let Some(why) = e.message() {
                         debug!(entry = %e.name, why, "the controller does not serve this entry");
@@ -677,10 +705,11 @@ async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
                 // Deleted by the controller: it does not believe the entry
                 // (its Pod is gone, or not waiting for its sandbox here).
                 warn!(pool = %c.conf.pool, "the queue entry was withdrawn by netendpoint-controller: waiting outside the queue");
-                if let Some(e) = entry.take() {
+                if let Some(e) = place.entry.take() {
                     c.entries.retain(|(n, _)| *n != e.name);
                 }
                 unordered = true;
+                place.rejoin = None;
             }
             Woke::Released => {
                 let Some(ep) = releasing.take() else { continue };
@@ -695,9 +724,7 @@ async fn wait_in_queue<S: Clock + Leases + Summaries + Queue + Signals>(
                 if let Some(ep) = look_again(c, s, make, wait, &mut unordered).await? {
                     return Ok(ep);
                 }
-                let summarised_now = join_later && s.summaries;
-                join_later &= !s.summaries;
-                if summarised_now && joined_late(c, local, s, wait, entry).await {
+                if place.join_at_look(c, local, s, wait).await {
                     unordered = false;
                     acked_by = Deadline::after(ACK_WAIT.min(wait.remaining()));
                 }

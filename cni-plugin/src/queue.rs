@@ -96,39 +96,55 @@ fn announced_spans(set: &RangeSet) -> Option<Vec<String>> {
     (spans.len() <= MAX_NEED_SPANS).then(|| spans.into_iter().map(|(a, b)| format_span(a, b)).collect())
 }
 
-/// Joins the queue of `set`'s family: creates this ADD's entry in a free slot,
-/// the first tried chosen by a hash of the sandbox, so that a node's
-/// waiting ADDs rarely meet. `None` when this ADD cannot have one (the
-/// runtime passed no Pod UID, every slot tried is taken, or the API server
-/// refused): it then waits without a place in the queue, and says so.
-pub async fn join<S: Clock + Queue>(c: &mut Claiming<'_, S>, set: &RangeSet, wait: Deadline) -> Option<Entry> {
+/// Why an ADD has no entry in the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoEntry {
+    /// Every slot tried was taken by this node's other waiting ADDs: worth
+    /// trying again once some of them are served.
+    SlotsTaken,
+    /// This ADD cannot have one: the runtime passed no Pod UID, or the API
+    /// server refused.
+    Cannot,
+}
+
+/// Joins the queue of `set`'s family: creates this ADD's entry in a free slot.
+/// The first slot tried is chosen by a hash of the sandbox, so that a
+/// node's waiting ADDs rarely meet, and moves on by [`SLOT_TRIES`] each
+/// `round`, so that the rounds of one ADD try every slot in turn. With no
+/// entry, the ADD waits without a place in the queue, and says so.
+pub async fn join<S: Clock + Queue>(
+    c: &mut Claiming<'_, S>,
+    set: &RangeSet,
+    wait: Deadline,
+    round: u8,
+) -> Result<Entry, NoEntry> {
+    let hash = netendpoint_netconf::allocator::spread_hash(&c.who.key.container_id);
     let first =
-        u8::try_from(netendpoint_netconf::allocator::spread_hash(&c.who.key.container_id) % u64::from(MAX_NEED_SLOTS))
-            .unwrap_or(0);
-    for i in 0..SLOT_TRIES {
-        let slot = (first + i) % MAX_NEED_SLOTS;
+        (hash % u64::from(MAX_NEED_SLOTS) + u64::from(round) * u64::from(SLOT_TRIES)) % u64::from(MAX_NEED_SLOTS);
+    for i in 0..u64::from(SLOT_TRIES) {
+        let slot = u8::try_from((first + i) % u64::from(MAX_NEED_SLOTS)).unwrap_or(0);
         let Some(obj) = entry_object(c, set, slot, wait) else {
             debug!("no Pod UID from the runtime (or no answer from the API server yet): waiting without an entry");
-            return None;
+            return Err(NoEntry::Cannot);
         };
         let name = obj.metadata.name.clone().unwrap_or_default();
         match c.retrying("join the queue", || c.store.join(&obj)).await {
             Ok(Some(created)) => {
                 let uid = created.metadata.uid.clone().unwrap_or_default();
-                info!(entry = %name, pool = %c.conf.pool, family = ?set.family(), "pool full: waiting in its queue");
+                info!(entry = %name, pool = %c.conf.pool, family = ?set.family(), round, "pool full: waiting in its queue");
                 c.entries.push((name.clone(), uid.clone()));
-                return Some(Entry { name, uid, seen: created });
+                return Ok(Entry { name, uid, seen: created });
             }
             Ok(None) => debug!(entry = %name, "slot taken; trying the next"),
             Err(e) => {
                 warn!(entry = %name, error = %e, "cannot join the queue: waiting without an entry");
-                return None;
+                return Err(NoEntry::Cannot);
             }
         }
     }
-    warn!(pool = %c.conf.pool, node = %c.who.node, tries = SLOT_TRIES,
-        "every queue slot tried is taken by this node's other waiting ADDs: waiting without an entry");
-    None
+    warn!(pool = %c.conf.pool, node = %c.who.node, tries = SLOT_TRIES, round,
+        "every queue slot tried is taken by this node's other waiting ADDs: waiting without an entry, and trying again at the next look");
+    Err(NoEntry::SlotsTaken)
 }
 
 /// Deletes this ADD's entry (served or not). A failure is logged: the

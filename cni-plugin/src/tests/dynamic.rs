@@ -601,3 +601,66 @@ async fn a_nodes_waiting_adds_each_have_their_own_entry() {
     assert_eq!(tokio::time::timeout(Duration::from_secs(1), most).await.unwrap().unwrap(), 12);
     assert!(store.entries().is_empty());
 }
+
+/// An entry of another waiting ADD of node `node` in `slot`, waiting 60 s.
+fn other_entry(store: &MemStore, pool: &str, node: &str, slot: u8, pod: &str) -> netendpoint_crd::NetworkEndpointNeed {
+    use netendpoint_crd::{NetworkEndpointNeed, NetworkEndpointNeedSpec, PodRef};
+    let now = crate::store::Clock::server_now(store).unwrap();
+    let deadline = now.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(60)).unwrap();
+    let spec = NetworkEndpointNeedSpec {
+        pool: pool.into(),
+        node: node.into(),
+        pod: PodRef { namespace: "default".into(), name: pod.into(), uid: format!("uid-{pod}") },
+        wait_seconds: 60,
+        slot: Some(slot),
+        ip_family: Some(netendpoint_crd::IpFamily::IPv4),
+        container_id: Some(pod.into()),
+        if_name: Some("eth0".into()),
+        deadline: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deadline)),
+        spans: None,
+    };
+    let name = netendpoint_crd::need_name(pool, node, Some(slot));
+    NetworkEndpointNeed {
+        metadata: kube::api::ObjectMeta { name: Some(name), ..Default::default() },
+        spec,
+        status: None,
+    }
+}
+
+/// Every slot of the node is taken by its other waiting ADDs when this one
+/// comes. Once they are served, it joins the queue at a later look, ahead
+/// of an ADD that comes after that, and is promised the next release: it
+/// never starves outside the queue while every address goes to those in it.
+#[tokio::test(start_paused = true)]
+async fn an_add_that_found_every_slot_taken_joins_the_queue_once_one_frees() {
+    use crate::store::Queue;
+    let store = Arc::new(MemStore::new(T0, &["n1", "n2"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "12s"}));
+    let names = fill(&store, &c, "n1", &[]);
+    let mut others = Vec::new();
+    for slot in 0..netendpoint_crd::MAX_NEED_SLOTS {
+        let e = store.join(&other_entry(&store, "p", "n1", slot, &format!("o{slot}"))).await.unwrap().unwrap();
+        others.push((e.metadata.name.unwrap(), e.metadata.uid.unwrap()));
+    }
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
+    let script = {
+        let (store, victim) = (store.clone(), names[2].clone());
+        tokio::spawn(async move {
+            // The node's other waiters are served (or gone); a later ADD of
+            // another node joins; then one address is released.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for (name, uid) in &others {
+                store.leave(name, uid).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            store.join(&other_entry(&store, "p", "n2", 0, "late")).await.unwrap().unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            store.release(&victim);
+        })
+    };
+    let r = add(&*store, &c, &who("crowded"), &LocalState::none()).await;
+    script.await.unwrap();
+    controller.abort();
+    assert_eq!(ip_of(&r.unwrap()), "10.0.0.4", "served in its place, before the later ADD");
+    no_list(&store);
+}
