@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# release-check.sh [VERSION]: the release is reproducible. Builds the release
+# of VERSION (default: the newest entry of CHANGELOG.md) twice with
+# scripts/release.sh, into $RELEASE_CHECK_DIR/a and /b (default
+# target/release-check), the second time with cargo in a target directory of
+# its own ($RELEASE_CHECK_DIR/target), so its binaries are compiled anew and
+# not taken from the first build; then requires the same index digests and
+# the same bytes in every file (image archives, chart, images.txt,
+# SHA256SUMS). RELEASE_CHECK_FRESH=1 empties that target directory first (a
+# cold second build; otherwise it is kept between runs, like target/).
+# Not part of `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=${1:-$(sed -n 's/^## \[\([^]]*\)\].*/\1/p' CHANGELOG.md | head -n1)}
+[ -n "$version" ] || { echo "release-check: no VERSION and no entry in CHANGELOG.md" >&2; exit 2; }
+base=${RELEASE_CHECK_DIR:-target/release-check}
+mkdir -p "$base"; base=$(cd "$base" && pwd)
+[ "${RELEASE_CHECK_FRESH:-0}" = 1 ] && rm -rf "$base/target"
+start=$(date +%s)
+echo "##### release-check: first build of $version"
+RELEASE_OUT=$base/a scripts/release.sh "$version"
+mid=$(date +%s)
+echo "##### release-check: second build of $version (cargo target directory $base/target)"
+CARGO_TARGET_DIR=$base/target RELEASE_OUT=$base/b scripts/release.sh "$version"
+end=$(date +%s)
+echo "##### release-check: comparing"
+fail=0
+a=$(cd "$base/a" && find . -type f | sort) b=$(cd "$base/b" && find . -type f | sort)
+[ "$a" = "$b" ] || { echo "release-check: the two builds wrote different files" >&2; diff <(echo "$a") <(echo "$b") >&2 || true; fail=1; }
+for f in $a; do
+  if cmp -s "$base/a/$f" "$base/b/$f"; then
+    echo "  same: ${f#./}  sha256:$(sha256sum "$base/a/$f" | cut -c1-64)"
+  else
+    echo "  DIFFERENT: ${f#./}" >&2; fail=1
+  fi
+done
+if [ "$fail" != 0 ]; then
+  diff "$base/a/images.txt" "$base/b/images.txt" >&2 || true
+  echo "release-check: FAILED: the two builds of $version differ" >&2; exit 1
+fi
+echo "index digests (both builds):"
+awk '{ print "  " $1 "@" $2; for (i = 4; i <= NF; i++) print "    " $i }' "$base/a/images.txt"
+echo "release-check: passed: two builds of $version gave the same bytes (first $((mid - start)) s, second $((end - mid)) s)"
