@@ -8,6 +8,7 @@
 # the same bytes in every file (image archives, chart, images.txt,
 # SHA256SUMS). RELEASE_CHECK_FRESH=1 empties that target directory first (a
 # cold second build; otherwise it is kept between runs, like target/).
+# It also runs scripts/release-verify-selftest.sh on the first build.
 # Not part of `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,8 @@ mid=$(date +%s)
 echo "##### release-check: second build of $version (cargo target directory $base/target)"
 CARGO_TARGET_DIR=$base/target RELEASE_OUT=$base/b scripts/release.sh "$version"
 end=$(date +%s)
+echo "##### release-check: release-verify.sh refuses bad releases"
+scripts/release-verify-selftest.sh "$base/a" "$version"
 echo "##### release-check: comparing"
 fail=0
 a=$(cd "$base/a" && find . -type f | sort) b=$(cd "$base/b" && find . -type f | sort)
