@@ -62,19 +62,23 @@ images: deps
 	@scripts/images.sh
 
 # The tools of a release, beyond `make images`'s: the aarch64 cross compiler
-# and Rust target, and helm. Not part of `make test`, which never cross-builds.
+# and Rust target, helm, syft and cosign. Not part of `make test`, which never
+# cross-builds.
 release-tools:
 	@scripts/release-tools.sh
 
 # A release in target/release-$(VERSION): a linux/amd64 + linux/arm64 image
-# index per image, the chart pinned to them by digest, the CHANGELOG entry and
-# SHA256SUMS, checked (scripts/release-verify.sh). docs/install.md, "Releases".
+# index per image, the chart pinned to them by digest, an SBOM per image, the
+# CHANGELOG entry and SHA256SUMS, every file signed with the cosign key
+# RELEASE_SIGNING_KEY (and COSIGN_PASSWORD; refused without), checked
+# (scripts/release-verify.sh). docs/install.md, "Releases".
 release: release-tools
 	@scripts/release.sh "$(VERSION)"
 
 # Builds the release of $(VERSION) (default: CHANGELOG.md's newest) twice, the second
 # time in a target directory of its own, and compares the index digests, the
-# image archives and the chart bytes. Not part of `make test`.
+# image archives, the chart and SBOM bytes; signs both with a throwaway key
+# unless RELEASE_SIGNING_KEY is given. Not part of `make test`.
 release-check: release-tools
 	@scripts/release-check.sh "$(VERSION)"
 

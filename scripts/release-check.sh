@@ -5,13 +5,31 @@
 # target/release-check), the second time with cargo in a target directory of
 # its own ($RELEASE_CHECK_DIR/target), so its binaries are compiled anew and
 # not taken from the first build; then requires the same index digests and
-# the same bytes in every file (image archives, chart, images.txt,
-# SHA256SUMS). RELEASE_CHECK_FRESH=1 empties that target directory first (a
+# the same bytes in every file (image archives, chart, SBOMs, images.txt,
+# SHA256SUMS) but the signatures: those differ at every signing (ECDSA), and
+# each build's are verified by its own scripts/release-verify.sh run.
+# RELEASE_CHECK_FRESH=1 empties that target directory first (a
 # cold second build; otherwise it is kept between runs, like target/).
 # It also runs scripts/release-verify-selftest.sh on the first build.
+# Both builds are signed with RELEASE_SIGNING_KEY (and COSIGN_PASSWORD,
+# RELEASE_PUBLIC_KEY) if given, else with a throwaway key pair made for
+# this run and deleted after it.
 # Not part of `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cosign=${COSIGN:-tests/bin/cosign}
+keys=$(mktemp -d); trap 'rm -rf "$keys"' EXIT
+if [ -z "${RELEASE_SIGNING_KEY:-}" ]; then
+  COSIGN_PASSWORD=$(head -c 24 /dev/urandom | base64)
+  export COSIGN_PASSWORD RELEASE_SIGNING_KEY=$keys/throwaway.key RELEASE_PUBLIC_KEY=$keys/throwaway.pub
+  "$cosign" generate-key-pair --output-key-prefix "$keys/throwaway" >/dev/null 2>&1 ||
+    { echo "release-check: cosign generate-key-pair failed ($cosign; scripts/release-tools.sh builds it)" >&2; exit 1; }
+  echo "release-check: signing with a throwaway key pair (deleted after the run)"
+elif [ -z "${RELEASE_PUBLIC_KEY:-}" ]; then
+  "$cosign" public-key --key "$RELEASE_SIGNING_KEY" --outfile "$keys/release.pub" >/dev/null 2>&1 ||
+    { echo "release-check: cosign cannot read RELEASE_SIGNING_KEY=$RELEASE_SIGNING_KEY" >&2; exit 1; }
+  export RELEASE_PUBLIC_KEY=$keys/release.pub
+fi
 version=${1:-$(sed -n 's/^## \[\([^]]*\)\].*/\1/p' CHANGELOG.md | head -n1)}
 [ -n "$version" ] || { echo "release-check: no VERSION and no entry in CHANGELOG.md" >&2; exit 2; }
 base=${RELEASE_CHECK_DIR:-target/release-check}
@@ -31,7 +49,9 @@ fail=0
 a=$(cd "$base/a" && find . -type f | sort) b=$(cd "$base/b" && find . -type f | sort)
 [ "$a" = "$b" ] || { echo "release-check: the two builds wrote different files" >&2; diff <(echo "$a") <(echo "$b") >&2 || true; fail=1; }
 for f in $a; do
-  if cmp -s "$base/a/$f" "$base/b/$f"; then
+  if [[ "$f" == *.sig ]]; then
+    echo "  signed: ${f#./} (verified in both builds; a signature differs at every signing)"
+  elif cmp -s "$base/a/$f" "$base/b/$f"; then
     echo "  same: ${f#./}  sha256:$(sha256sum "$base/a/$f" | cut -c1-64)"
   else
     echo "  DIFFERENT: ${f#./}" >&2; fail=1
@@ -43,4 +63,8 @@ if [ "$fail" != 0 ]; then
 fi
 echo "index digests (both builds):"
 awk '{ print "  " $1 "@" $2; for (i = 4; i <= NF; i++) print "    " $i }' "$base/a/images.txt"
+echo "SBOMs:"
+for f in "$base"/a/*.spdx.json; do
+  echo "  $(basename "$f"): the image and $(jq '.packages | length - 1' "$f") crates, $(stat -c %s "$f") bytes"
+done
 echo "release-check: passed: two builds of $version gave the same bytes (first $((mid - start)) s, second $((end - mid)) s)"

@@ -7,16 +7,25 @@
 #   - an image index with linux/amd64 only;
 #   - a linux/arm64 image whose binaries are the x86_64 ones;
 #   - a linux/amd64 image with a dynamically linked binary (gcc's default);
-#   - a chart whose default image is pinned to another digest.
+#   - a chart whose default image is pinned to another digest;
+#   - an image without its SBOM;
+#   - an SBOM that gives tokio a version Cargo.lock does not have;
+#   - a chart changed, with its checksum, after it was signed;
+#   - an image archive signed by another key.
+# A forger without the release's key cannot sign SHA256SUMS again, so each
+# of these also fails the signature of SHA256SUMS; release-verify.sh checks
+# the signatures last, and each case must be refused by its own check first.
+# RELEASE_PUBLIC_KEY: the public key DIR is signed with (release-verify.sh's).
 # make release-check runs it on the first build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:?usage: release-verify-selftest.sh DIR VERSION} version=${2:?usage: release-verify-selftest.sh DIR VERSION}
 helm=${HELM:-tests/bin/helm}
+cosign=${COSIGN:-tests/bin/cosign}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 scripts/release-verify.sh "$dir" "$version" >/dev/null || { echo "selftest: $dir does not pass to begin with" >&2; exit 1; }
 title=netendpoint-watcher-example
-resum() { (cd "$1" && sha256sum -- *.oci.tar ./*.tgz images.txt RELEASE-NOTES.md | sed 's# \./# #' > SHA256SUMS); }
+resum() { (cd "$1" && sha256sum -- *.oci.tar ./*.tgz ./*.spdx.json images.txt RELEASE-NOTES.md | sed 's# \./# #' > SHA256SUMS); }
 fresh() { rm -rf "$work/r"; cp -r "$dir" "$work/r"; rm -rf "$work/x"; mkdir -p "$work/x"; tar -C "$work/x" -xf "$work/r/$title-$version.oci.tar"; }
 index_of() { local d; d=$(jq -r '.manifests[0].digest' "$work/x/index.json"); echo "$work/x/blobs/sha256/${d#sha256:}"; }
 # single ARCH OUT.tar: the platform's image alone, as an archive of mkimage.sh's form.
@@ -75,4 +84,24 @@ fresh; mkdir -p "$work/chart"; tar -C "$work/chart" -xzf "$work/r/netendpoint-$v
 sed -i 's/^  digest: sha256:[0-9a-f]\{4\}/  digest: sha256:0000/' "$work/chart/netendpoint/values.yaml"
 "$helm" package "$work/chart/netendpoint" --destination "$work/r" >/dev/null; resum "$work/r"
 expect "not a release index pinned by digest" "a chart pinned to other digests"
-echo "release-verify-selftest: all 5 bad releases refused"
+
+fresh; rm "$work/r/$title-$version.spdx.json" "$work/r/$title-$version.spdx.json.sig"; resum "$work/r"
+expect "$title: no SBOM" "an image without its SBOM"
+
+fresh; sbom=$work/r/$title-$version.spdx.json
+jq '(.packages[] | select(.name == "tokio") | .versionInfo) = "0.0.1"' "$sbom" > "$work/sbom.json"; mv "$work/sbom.json" "$sbom"
+resum "$work/r"
+expect "not in Cargo.lock at that version: tokio 0.0.1" "an SBOM with a tokio version Cargo.lock does not have"
+
+# The chart with a default its maintainers never set: still version x.y.z,
+# pinned to the indexes, and lint-clean, so only its signature tells.
+fresh; rm -rf "$work/chart"; mkdir -p "$work/chart"; tar -C "$work/chart" -xzf "$work/r/netendpoint-$version.tgz"
+printf '\n# changed after signing\nextraValueOfNoOne: true\n' >> "$work/chart/netendpoint/values.yaml"
+"$helm" package "$work/chart/netendpoint" --destination "$work/r" >/dev/null; resum "$work/r"
+expect "netendpoint-$version.tgz.sig: does not verify" "a chart changed and checksummed after it was signed"
+
+fresh; COSIGN_PASSWORD=other "$cosign" generate-key-pair --output-key-prefix "$work/other" >/dev/null 2>&1
+COSIGN_PASSWORD=other "$cosign" sign-blob --yes --key "$work/other.key" --tlog-upload=false \
+  --output-signature "$work/r/$title-$version.oci.tar.sig" "$work/r/$title-$version.oci.tar" >/dev/null 2>&1
+expect "$title-$version.oci.tar.sig: does not verify" "an image archive signed by another key"
+echo "release-verify-selftest: all 9 bad releases refused"

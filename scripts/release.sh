@@ -11,20 +11,38 @@
 #                            REPO/<image>:vVERSION@sha256:...
 #   images.txt               per image: reference, index digest, archive bytes,
 #                            and the platform manifests' digests
+#   <image>-VERSION.spdx.json
+#                            per image, its SBOM: the crates compiled into
+#                            its binaries, SPDX 2.3 JSON written by syft
+#                            (scripts/sbom.sh)
 #   RELEASE-NOTES.md         the CHANGELOG.md entry of VERSION
 #   SHA256SUMS               sha256sum of every file above
+#   <file>.sig               per file above and SHA256SUMS, its signature
+#                            (cosign sign-blob with RELEASE_SIGNING_KEY, no
+#                            transparency log: it verifies offline with the
+#                            public key alone)
 # then checks it with scripts/release-verify.sh (both platforms in every
 # index, every binary of its platform's architecture and static, the chart
-# pinned to the indexes, the checksums).
+# pinned to the indexes, the SBOMs, the checksums, the signatures).
 #
-# Reproducible: the same commit gives the same index digests, archives and
-# chart bytes (scripts/release-check.sh builds twice and compares). The
-# chart's files carry the commit's time (or SOURCE_DATE_EPOCH), and helm
-# writes its gzip header without a time.
+# Signed, always: RELEASE_SIGNING_KEY is the path of a cosign private key
+# (cosign generate-key-pair) and COSIGN_PASSWORD its password; without them
+# the release is refused before anything is built. RELEASE_PUBLIC_KEY, if
+# given, must be the public key of that private key (the one users are told
+# to verify with); the signatures are checked with it, or else with the
+# public key derived from the private one. `make release-check` signs with
+# a throwaway key of its own.
+#
+# Reproducible: the same commit gives the same index digests, archives,
+# chart bytes, SBOMs and SHA256SUMS (scripts/release-check.sh builds twice
+# and compares); only the signatures differ from one signing to the next
+# (ECDSA draws a new random number each time). The chart's files carry the
+# commit's time (or SOURCE_DATE_EPOCH), and helm writes its gzip header
+# without a time.
 #
 # RELEASE_REPO: the repository prefix of the references (default
-# ghcr.io/netendpoint, the chart's own). The tools come from
-# scripts/release-tools.sh (`make release` runs it first).
+# ghcr.io/netendpoint, the chart's own). The tools (helm, syft, cosign) come
+# from scripts/release-tools.sh (`make release` runs it first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:-${VERSION:-}}
@@ -34,7 +52,16 @@ out=${RELEASE_OUT:-target/release-$version}
 registry=${RELEASE_REPO:-ghcr.io/netendpoint}
 tag=v$version
 helm=${HELM:-tests/bin/helm}
-[ -x "$helm" ] || { echo "release: $helm missing (scripts/release-tools.sh builds it)" >&2; exit 1; }
+cosign=${COSIGN:-tests/bin/cosign}
+for t in "$helm" "$cosign" "${SYFT:-tests/bin/syft}"; do
+  [ -x "$t" ] || { echo "release: $t missing (scripts/release-tools.sh builds it)" >&2; exit 1; }
+done
+key=${RELEASE_SIGNING_KEY:-}
+if [ -z "$key" ] || [ ! -f "$key" ] || [ -z "${COSIGN_PASSWORD+set}" ]; then
+  echo "release: a release is signed: give RELEASE_SIGNING_KEY=<cosign private key> and COSIGN_PASSWORD" >&2
+  echo "         (cosign generate-key-pair makes a pair; make release-check builds with a throwaway one)" >&2
+  exit 2
+fi
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 crate_version=$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
 [ "$crate_version" = "$version" ] ||
@@ -50,6 +77,13 @@ notes=$(awk -v v="$version" '
 [ -n "$notes" ] || { echo "release: CHANGELOG.md has no entry \"## [$version]\"; write it first" >&2; exit 1; }
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+# The key opens with the password, and pairs with RELEASE_PUBLIC_KEY, before
+# anything is built.
+"$cosign" public-key --key "$key" --outfile "$work/signer.pub" 2>"$work/cosign.err" ||
+  { echo "release: cosign cannot read RELEASE_SIGNING_KEY=$key: $(tail -n1 "$work/cosign.err")" >&2; exit 1; }
+pub=${RELEASE_PUBLIC_KEY:-$work/signer.pub}
+[ "$(grep -v -- '-----' "$pub" | tr -d ' \n')" = "$(grep -v -- '-----' "$work/signer.pub" | tr -d ' \n')" ] ||
+  { echo "release: RELEASE_PUBLIC_KEY=$pub is not the public key of RELEASE_SIGNING_KEY=$key" >&2; exit 1; }
 rm -rf "$out"; mkdir -p "$out"
 for triple in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
   arch=${triple%%-*}; [ "$arch" = x86_64 ] && arch=amd64 || arch=arm64
@@ -95,9 +129,19 @@ chart=$out/netendpoint-$version.tgz
 [ -f "$chart" ] || { echo "release: helm package wrote no $chart" >&2; exit 1; }
 echo "   $(basename "$chart")  sha256:$(sha256sum "$chart" | cut -c1-64)"
 
+echo "=== SBOMs"
+scripts/sbom.sh "$out" "$version"
+
 printf '%s\n' "$notes" > "$out/RELEASE-NOTES.md"
-(cd "$out" && sha256sum -- *.oci.tar ./*.tgz images.txt RELEASE-NOTES.md | sed 's# \./# #' > SHA256SUMS)
+(cd "$out" && sha256sum -- *.oci.tar ./*.tgz ./*.spdx.json images.txt RELEASE-NOTES.md | sed 's# \./# #' > SHA256SUMS)
+
+echo "=== signatures"
+for f in $(awk '{ print $2 }' "$out/SHA256SUMS") SHA256SUMS; do
+  "$cosign" sign-blob --yes --key "$key" --tlog-upload=false --output-signature "$out/$f.sig" "$out/$f" \
+    >/dev/null 2>"$work/cosign.err" || { echo "release: cosign sign-blob $f: $(tail -n1 "$work/cosign.err")" >&2; exit 1; }
+  echo "   $f.sig"
+done
 
 echo "=== checks"
-scripts/release-verify.sh "$out" "$version"
+RELEASE_PUBLIC_KEY=$pub scripts/release-verify.sh "$out" "$version"
 echo "release $version in $out"
