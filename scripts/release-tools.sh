@@ -11,8 +11,9 @@
 #   tests/bin, at the version its go.mod in tests/syft-tools or
 #   tests/cosign-tools requires. They are rebuilt only when that go.mod,
 #   go.sum or tools.go changed; Go's module and build caches are reused as
-#   scripts/tools.sh reuses them. A cold build of both takes long (tens of
-#   minutes on 2 cores); GOFLAGS=-p=1 keeps it to one core.
+#   scripts/tools.sh reuses them. The first build takes minutes (each 5 to
+#   10 on 2 cores with GOFLAGS=-p=1, which keeps it to one core; more when
+#   Go's build cache is empty).
 # `make test` does not run this: it never cross-builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
