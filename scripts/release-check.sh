@@ -30,6 +30,9 @@ elif [ -z "${RELEASE_PUBLIC_KEY:-}" ]; then
     { echo "release-check: cosign cannot read RELEASE_SIGNING_KEY=$RELEASE_SIGNING_KEY" >&2; exit 1; }
   export RELEASE_PUBLIC_KEY=$keys/release.pub
 fi
+# One time for both builds (the chart's files and the SBOMs carry it), even
+# if a commit lands while they run.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 version=${1:-$(sed -n 's/^## \[\([^]]*\)\].*/\1/p' CHANGELOG.md | head -n1)}
 [ -n "$version" ] || { echo "release-check: no VERSION and no entry in CHANGELOG.md" >&2; exit 2; }
 base=${RELEASE_CHECK_DIR:-target/release-check}
