@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools build crd deploy lint audit unit test images e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools release-tools build crd deploy lint audit unit test images release release-check e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -60,6 +60,27 @@ test: tools build
 # (docs/install.md, "Build the images").
 images: deps
 	@scripts/images.sh
+
+# The tools of a release, beyond `make images`'s: the aarch64 cross compiler
+# and Rust target, helm, syft and cosign. Not part of `make test`, which never
+# cross-builds.
+release-tools:
+	@scripts/release-tools.sh
+
+# A release in target/release-$(VERSION): a linux/amd64 + linux/arm64 image
+# index per image, the chart pinned to them by digest, an SBOM per image, the
+# CHANGELOG entry and SHA256SUMS, every file signed with the cosign key
+# RELEASE_SIGNING_KEY (and COSIGN_PASSWORD; refused without), checked
+# (scripts/release-verify.sh). docs/install.md, "Releases".
+release: release-tools
+	@scripts/release.sh "$(VERSION)"
+
+# Builds the release of $(VERSION) (default: CHANGELOG.md's newest) twice, the second
+# time in a target directory of its own, and compares the index digests, the
+# image archives, the chart and SBOM bytes; signs both with a throwaway key
+# unless RELEASE_SIGNING_KEY is given. Not part of `make test`.
+release-check: release-tools
+	@scripts/release-check.sh "$(VERSION)"
 
 # A real node (kubelet, containerd, runc; tests/node) with netendpoint
 # installed from `make images` through deploy/, as a user installs it, runs

@@ -19,13 +19,23 @@
 # builds an earlier commit, in that tree's own target directory). IMAGES_REPO: the repository prefix of the
 # references (default localhost/netendpoint). The tag is the version and the
 # first 12 hex digits of the manifest digest, so it changes with the content.
+# IMAGES_VERSION: that version (default: the workspace's, from Cargo.toml).
+# IMAGES_TRIPLE: the musl target to build for, x86_64-unknown-linux-musl
+# (default; linux/amd64 images) or aarch64-unknown-linux-musl (linux/arm64,
+# cross-compiled with Debian's aarch64 gcc as C compiler and linker; `make
+# release` builds both, scripts/release-tools.sh installs the cross tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo_root=$PWD
 src=$(cd "${IMAGES_SRC:-.}" && pwd)
 out=${IMAGES_OUT:-$repo_root/target/images}
 prefix=${IMAGES_REPO:-localhost/netendpoint}
-triple=x86_64-unknown-linux-musl
+triple=${IMAGES_TRIPLE:-x86_64-unknown-linux-musl}
+case "$triple" in
+  x86_64-unknown-linux-musl) arch=amd64 ;;
+  aarch64-unknown-linux-musl) arch=arm64 ;;
+  *) echo "images: IMAGES_TRIPLE=$triple: only x86_64- and aarch64-unknown-linux-musl are built" >&2; exit 1 ;;
+esac
 # Another tree builds in its own target directory: cargo hashes workspace
 # members by their path relative to the workspace, and judges freshness by
 # mtimes, so two trees sharing one target directory would take each other's
@@ -38,14 +48,26 @@ fi
 
 rustup target list --installed 2>/dev/null | grep -qx "$triple" ||
   { echo "images: the Rust target $triple is not installed (rustup target add $triple)" >&2; exit 1; }
-command -v musl-gcc >/dev/null || { echo "images: musl-gcc missing (apt package musl-tools; scripts/deps.sh installs it)" >&2; exit 1; }
-# ring compiles its C and assembly for the target with musl-gcc (the cc
-# crate's default compiler for a musl target).
+triple_env=$(tr 'a-z-' 'A-Z_' <<<"$triple")
+if [ "$arch" = amd64 ]; then
+  command -v musl-gcc >/dev/null || { echo "images: musl-gcc missing (apt package musl-tools; scripts/deps.sh installs it)" >&2; exit 1; }
+  # ring compiles its C and assembly for the target with musl-gcc (the cc
+  # crate's default compiler for a musl target).
+else
+  # ring's C and assembly need no libc headers, so the aarch64 gcc of
+  # Debian's cross toolchain compiles them; it also links, against the musl
+  # libc and start files that Rust's musl target carries (self-contained).
+  cross=${IMAGES_CROSS_PREFIX:-aarch64-linux-gnu-}
+  command -v "${cross}gcc" >/dev/null ||
+    { echo "images: ${cross}gcc missing (apt package gcc-aarch64-linux-gnu; scripts/release-tools.sh installs it)" >&2; exit 1; }
+  cc_var=CC_${triple//-/_} ar_var=AR_${triple//-/_} linker_var=CARGO_TARGET_${triple_env}_LINKER
+  export "$cc_var=${!cc_var:-${cross}gcc}" "$ar_var=${!ar_var:-${cross}ar}" "$linker_var=${!linker_var:-${cross}gcc}"
+fi
 # Paths of the crates.io sources are the only absolute paths left in the
 # binaries (panic locations); with this, where cargo keeps them does not
 # change the bytes.
-export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
-version=$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version *= *"\(.*\)"/\1/p' "$src/Cargo.toml")
+export "CARGO_TARGET_${triple_env}_RUSTFLAGS=--remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo"
+version=${IMAGES_VERSION:-$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version *= *"\(.*\)"/\1/p' "$src/Cargo.toml")}
 [ -n "$version" ] || { echo "images: no [workspace.package] version in $src/Cargo.toml" >&2; exit 1; }
 
 # containerfile_stage FILE: the instructions of the final stage, one per line
@@ -114,7 +136,7 @@ for cf in "$src"/deploy/Containerfile.*; do
   find "$rootfs" -type d -exec chmod go-w,a+rx {} + ; chmod 1777 "$rootfs/tmp"
 
   read -r ref digest size < <("$repo_root/scripts/mkimage.sh" "$prefix/$title:$version-{digest}" "$out/$title.tar" "$rootfs" \
-    --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "${args[@]}")
+    --arch "$arch" --env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "${args[@]}")
   rm -rf "$rootfs"; trap - EXIT
   echo "$ref $digest $size" >> "$out/images.txt.new"
   echo "   $ref  $digest  $(( size / 1024 )) KiB"

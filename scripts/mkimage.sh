@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mkimage.sh NAME:TAG OUT.tar ROOTFS [--entrypoint PATH]... [--user USER]
 #   [--expose PORT/PROTO]... [--label KEY=VALUE]... [--env KEY=VALUE]...
+#   [--arch amd64|arm64]
 #
 # Packs the directory ROOTFS as the single layer of an OCI image and writes
 # it as an OCI image layout in a tar archive (an `oci-archive`), which
@@ -18,7 +19,7 @@
 set -euo pipefail
 [ $# -ge 3 ] || { sed -n '2,3p' "$0" >&2; exit 2; }
 name=$1 out=$2 rootfs=$3; shift 3
-entry=() user="" expose=() labels=() envs=()
+entry=() user="" expose=() labels=() envs=() arch=amd64
 while [ $# -gt 0 ]; do
   case "$1" in
     --entrypoint) entry+=("$2"); shift 2 ;;
@@ -26,6 +27,7 @@ while [ $# -gt 0 ]; do
     --expose) expose+=("$2"); shift 2 ;;
     --label) labels+=("$2"); shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
     *) echo "mkimage.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,12 +50,13 @@ json_object() { # KEY=VALUE... -> {"KEY": "VALUE"}
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --format=gnu -C "$rootfs" -cf "$work/layer" .
 read -r layer layer_size < <(blob "$work/layer")
 [ ${#envs[@]} -gt 0 ] || envs=("PATH=/usr/local/bin:/usr/bin:/bin")
-jq -cn --arg layer "$layer" --arg user "$user" \
+case "$arch" in amd64|arm64) ;; *) echo "mkimage.sh: --arch $arch: amd64 or arm64" >&2; exit 2 ;; esac
+jq -cn --arg layer "$layer" --arg user "$user" --arg arch "$arch" \
   --argjson entry "$(json_array ${entry[@]+"${entry[@]}"})" \
   --argjson env "$(json_array "${envs[@]}")" \
   --argjson ports "$(json_array ${expose[@]+"${expose[@]}"})" \
   --argjson labels "$(json_object ${labels[@]+"${labels[@]}"})" '{
-  architecture: "amd64", os: "linux",
+  architecture: $arch, os: "linux",
   config: ({Env: $env, WorkingDir: "/"}
     + (if ($entry | length) > 0 then {Entrypoint: $entry} else {} end)
     + (if $user != "" then {User: $user} else {} end)
@@ -68,10 +71,10 @@ jq -cn --arg config "$config" --argjson config_size "$config_size" --arg layer "
 read -r manifest manifest_size < <(blob "$work/manifest")
 hex=${manifest#sha256:}
 name=${name//\{digest\}/${hex:0:12}}
-jq -cn --arg manifest "$manifest" --argjson manifest_size "$manifest_size" --arg name "$name" '{
+jq -cn --arg manifest "$manifest" --argjson manifest_size "$manifest_size" --arg name "$name" --arg arch "$arch" '{
   schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
   manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $manifest, size: $manifest_size,
-    platform: {architecture: "amd64", os: "linux"},
+    platform: {architecture: $arch, os: "linux"},
     annotations: {"io.containerd.image.name": $name, "org.opencontainers.image.ref.name": ($name | split(":") | last)}}]}' \
   > "$work/oci/index.json"
 echo '{"imageLayoutVersion":"1.0.0"}' > "$work/oci/oci-layout"
