@@ -20,6 +20,9 @@ pods=3
 # Deployment of the scenarios fills the pool.
 export NODE_POOL_SIZE=$pods
 fail() { echo "E2E FAILED: $*" >&2; exit 1; }
+# A command that fails outside any check ends the run under set -e: name it,
+# so that no failure is silent.
+trap 'echo "E2E FAILED: line $LINENO: \`$BASH_COMMAND\` exited with status $?" >&2' ERR
 want() { [[ ",${E2E_SCENARIOS:-H,A,B,R,F,C,S,K,O,L,G,D,X}," == *",$1,"* ]]; }
 results=()
 result() { results+=("$*"); }
@@ -112,10 +115,8 @@ while read -r ref _ _; do
   esac
 done < "$NODE_IMAGES/images.txt"
 "$tbin/helm" template netendpoint deploy/helm/netendpoint --namespace netendpoint-system "${helm_set[@]}" > "$NODE_DIR/helm-render.yaml"
-set +e
-kc diff -f "$NODE_DIR/helm-render.yaml" > "$NODE_DIR/helm-diff.txt" 2>&1
-rc=$?
-set -e
+rc=0
+kc diff -f "$NODE_DIR/helm-render.yaml" > "$NODE_DIR/helm-diff.txt" 2>&1 || rc=$?
 [ "$rc" = 0 ] || { head -n 60 "$NODE_DIR/helm-diff.txt" >&2; fail "kubectl diff of the chart's render against the installed objects (exit $rc)"; }
 n=$(grep -c '^kind:' "$NODE_DIR/helm-render.yaml")
 say "helm template of deploy/helm/netendpoint ($n objects) against the cluster installed with kubectl apply -k: no difference"
@@ -540,7 +541,8 @@ o_ctl="O controller rollout: ${t_roll} ms; leadership moved to a new Pod ${t_lea
 touch "$NODE_DIR/churn.stop"
 wait "$churn_pid" || fail "the churn loop ended with status $?: $(tail -n3 "$NODE_DIR/churn.err" 2>/dev/null)"
 [ ! -s "$NODE_DIR/churn.err" ] || say "churn: $(wc -l < "$NODE_DIR/churn.err") error line(s), last: $(tail -n1 "$NODE_DIR/churn.err")"
-for p in $(kc get pods -o name | grep '^pod/churn-'); do kc delete "$p" --wait=false >/dev/null 2>&1; done
+# A churn Pod may be gone between the get and its delete.
+for p in $(kc get pods -o name | grep '^pod/churn-'); do kc delete "$p" --wait=false >/dev/null 2>&1 || true; done
 wait_until 120 no_leases || fail "the churn pods' leases were not all released"
 total=$(wc -l < "$churn_log")
 forced=$(kc get events -A --field-selector reason=ForcedRelease -o json | jq '[.items[] | .count // 1] | add // 0')
