@@ -98,6 +98,7 @@ pub async fn run(opts: Options) -> Result<()> {
             passes.new_term();
             was_leader = is_leader;
         }
+        let started = tokio::time::Instant::now();
         let decision = passes.pass(is_leader).await;
         let pause = passes::pause_after(decision.look_again_in);
         tokio::select! {
@@ -112,7 +113,6 @@ pub async fn run(opts: Options) -> Result<()> {
                 return Ok(());
             }
         }
-        // Let a burst of watch events land before the next pass.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(passes::coalesce_before_pass(started.elapsed())).await;
     }
 }

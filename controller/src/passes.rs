@@ -25,6 +25,21 @@ pub fn pause_after(look_again_in: Option<Duration>) -> Duration {
     look_again_in.map_or(IDLE_PASS, |d| d.clamp(summary::MIN_INTERVAL, IDLE_PASS))
 }
 
+/// Watch events that come within this time of the last pass's start are a
+/// burst.
+const BURST: Duration = Duration::from_millis(100);
+/// How long a burst is left to land before the next pass.
+const COALESCE: Duration = Duration::from_millis(20);
+
+/// The wait before a pass woken by a watch event, `since_last` after the
+/// last pass began. An event after a quiet spell (a DEL that frees an
+/// address a waiter is queued for) is acted on at once; one that follows a
+/// pass closely is part of a burst, whose next events are let land first,
+/// so that a storm costs a pass per burst, not per event.
+pub fn coalesce_before_pass(since_last: Duration) -> Duration {
+    if since_last < BURST { COALESCE } else { Duration::ZERO }
+}
+
 /// What a leadership term remembers.
 #[derive(Default)]
 struct Term {
@@ -131,5 +146,13 @@ mod tests {
         assert_eq!(pause_after(Some(Duration::from_secs(2))), Duration::from_secs(2));
         assert_eq!(pause_after(Some(Duration::from_secs(600))), IDLE_PASS);
         assert_eq!(pause_after(None), IDLE_PASS);
+    }
+
+    #[test]
+    fn an_event_after_a_quiet_spell_is_acted_on_at_once_and_a_burst_is_coalesced() {
+        assert_eq!(coalesce_before_pass(Duration::from_secs(5)), Duration::ZERO, "a lone release waits for nothing");
+        assert_eq!(coalesce_before_pass(BURST), Duration::ZERO);
+        assert_eq!(coalesce_before_pass(Duration::from_millis(3)), COALESCE, "events right after a pass are a burst");
+        assert_eq!(coalesce_before_pass(BURST - Duration::from_millis(1)), COALESCE);
     }
 }
