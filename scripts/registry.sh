@@ -61,7 +61,8 @@ storage:
 http:
   addr: $addr
 EOF
-    setsid "$bin" serve "$dir/config.yml" >"$dir/registry.log" 2>&1 < /dev/null &
+    # No OpenTelemetry exporter: there is no collector to send traces to.
+    OTEL_TRACES_EXPORTER=none setsid "$bin" serve "$dir/config.yml" >"$dir/registry.log" 2>&1 < /dev/null &
     echo $! > "$dir/pid"
     echo "$addr" > "$dir/addr"
     for _ in $(seq 1 100); do
