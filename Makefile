@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools release-tools build crd deploy lint audit unit test images release release-check e2e e2e-upgrade demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools release-tools build crd deploy lint audit unit test images release release-check e2e e2e-upgrade e2e-release demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -81,6 +81,14 @@ release: release-tools
 # unless RELEASE_SIGNING_KEY is given. Not part of `make test`.
 release-check: release-tools
 	@scripts/release-check.sh "$(VERSION)"
+
+# A release as users receive it (scripts/e2e-release.sh): `make release`
+# with a key of the test, pushed to a local OCI registry (distribution, on a
+# loopback address), verified from there with the public key (a tampered
+# chart and a tampered image refused), and installed on the real node with
+# `helm install oci://...`, containerd pulling by digest. Needs root.
+e2e-release: release-tools
+	@scripts/e2e-release.sh
 
 # A real node (kubelet, containerd, runc; tests/node) with netendpoint
 # installed from `make images` through deploy/, as a user installs it, runs

@@ -13,7 +13,10 @@
 #   go.sum or tools.go changed; Go's module and build caches are reused as
 #   scripts/tools.sh reuses them. The first build takes minutes (each 5 to
 #   10 on 2 cores with GOFLAGS=-p=1, which keeps it to one core; more when
-#   Go's build cache is empty).
+#   Go's build cache is empty);
+# - the registry of the release rig (distribution) and oras, which pushes a
+#   release to it (scripts/registry.sh, scripts/release-push.sh), built the
+#   same way from tests/registry-tools.
 # `make test` does not run this: it never cross-builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,4 +55,19 @@ if [ ! -x "$bin/cosign" ] || [ "$(cat "$bin/.cosign-tools.stamp" 2>/dev/null)" !
   (cd tests/cosign-tools && nice -n 19 go build -trimpath -o ../bin/cosign \
     -ldflags "-s -w -X $pkg.gitVersion=$cosign_version -X $pkg.gitTreeState=clean" github.com/sigstore/cosign/v2/cmd/cosign)
   echo "$want" > "$bin/.cosign-tools.stamp"
+fi
+
+want=$(stamp tests/registry-tools)
+if [ ! -x "$bin/registry" ] || [ ! -x "$bin/oras" ] || [ "$(cat "$bin/.registry-tools.stamp" 2>/dev/null)" != "$want" ]; then
+  registry_version=$(required github.com/distribution/distribution/v3 tests/registry-tools)
+  oras_version=$(required oras.land/oras tests/registry-tools)
+  echo "building registry (distribution) $registry_version and oras $oras_version"
+  (cd tests/registry-tools &&
+    nice -n 19 go build -trimpath -o ../bin/registry \
+      -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$registry_version" \
+      github.com/distribution/distribution/v3/cmd/registry &&
+    nice -n 19 go build -trimpath -o ../bin/oras \
+      -ldflags "-s -w" \
+      oras.land/oras/cmd/oras)
+  echo "$want" > "$bin/.registry-tools.stamp"
 fi
