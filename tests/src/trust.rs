@@ -33,6 +33,25 @@ pub fn assert_refused<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>,
     }
 }
 
+/// Creates `ep` with `api`, again while admission answers that the lease's
+/// pool has no ranges, for up to 10 s: the policy reads the ConfigMap
+/// netendpoint-pools through the API server's informer, which may not have
+/// a pool registered a moment ago. Any other answer is returned at once.
+pub async fn create_once_the_pool_is_seen(
+    api: &kube::Api<NetworkEndpoint>,
+    ep: &NetworkEndpoint,
+) -> Result<NetworkEndpoint, kube::Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match api.create(&kube::api::PostParams::default(), ep).await {
+            Err(kube::Error::Api(s)) if s.message.contains("has no ranges") && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// A JSON patch of `ops`.
 pub fn json_patch(ops: serde_json::Value) -> Patch<()> {
     Patch::Json(serde_json::from_value(ops).unwrap())

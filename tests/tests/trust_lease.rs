@@ -243,14 +243,14 @@ async fn a_lease_is_bounded_and_inside_its_own_pools_ranges() {
     let mut huge = full_lease(&carved, "10.76.20.100", &node, &[]);
     huge.spec.container_id = "c".repeat(1_000_000);
     assert_refused("a 1,000,000-byte containerID", plugin.create(&pp, &huge).await, 422, "Too long");
-    let r = plugin.create(&pp, &full_lease(&carved, "8.8.8.8", &node, &[])).await;
+    let r = create_once_the_pool_is_seen(&plugin, &full_lease(&carved, "8.8.8.8", &node, &[])).await;
     assert_refused("8.8.8.8", r, 403, "is not in the ranges of pool");
     let r = plugin.create(&pp, &full_lease(&carved, "10.76.20.5", &node, &[])).await;
     assert_refused("an excluded address", r, 403, "is not in the ranges of pool");
     let invented = h::unique("trust-invented");
     let r = plugin.create(&pp, &full_lease(&invented, "10.75.10.5", &node, &[])).await;
     assert_refused("another pool's address under an invented pool", r, 403, "has no ranges");
-    let r = plugin.create(&pp, &full_lease(&wide, "10.75.10.5", &node, &[])).await;
+    let r = create_once_the_pool_is_seen(&plugin, &full_lease(&wide, "10.75.10.5", &node, &[])).await;
     assert_refused(
         "another pool's address under a pool that overlaps it",
         r,
@@ -260,7 +260,7 @@ async fn a_lease_is_bounded_and_inside_its_own_pools_ranges() {
     // A pool whose ranges do not parse leases nothing.
     let garbled = h::unique("trust-garbled");
     let _g = h::register_pool(&garbled, &["10.76.30.0/24", "10.76.31.0/33"]);
-    let r = plugin.create(&pp, &full_lease(&garbled, "10.76.30.5", &node, &[])).await;
+    let r = create_once_the_pool_is_seen(&plugin, &full_lease(&garbled, "10.76.30.5", &node, &[])).await;
     assert_refused("a pool with a malformed range", r, 403, "are not all CIDRs");
     plugin.create(&pp, &full_lease(&carved, "10.76.20.17", &node, &[])).await.unwrap();
     plugin.create(&pp, &full_lease(&wide, "10.75.11.5", &node, &[])).await.unwrap();
