@@ -98,8 +98,10 @@ e2e: tools
 	@scripts/e2e.sh
 
 # An upgrade on the real node from the release before (a fixed earlier
-# commit, built as `make images` builds this tree) to this tree; needs root.
+# commit, built as `make images` builds this tree) to this tree, both
+# releases' images pulled by digest from a local registry; needs root.
 e2e-upgrade: tools
+	@scripts/registry-tools.sh
 	@scripts/e2e-upgrade.sh
 
 # The seed scenario on the real node, driven by kubectl, with the leases and

@@ -2,7 +2,9 @@
 # make e2e-upgrade: an upgrade on the real node, from the release before to
 # this tree. The release before is a fixed earlier commit (UPGRADE_FROM),
 # built the same way (`make images` of its source) and installed from its
-# deploy/; Pods run on it (a Deployment, a StatefulSet with sticky IPs, a
+# deploy/, its images pulled by digest from a local registry (distribution,
+# scripts/registry.sh, on a loopback address) as a user's nodes pull them,
+# nothing imported; Pods run on it (a Deployment, a StatefulSet with sticky IPs, a
 # bare Pod), then this tree's deploy/ is applied with the commands of
 # docs/install.md, "Upgrade", word for word, while Pods wait in the full
 # pool (the old plugin's waits, with no queue, when it begins) and a
@@ -42,6 +44,7 @@ cleanup() {
     done
   fi
   tests/node/down.sh
+  scripts/registry.sh stop "$registry_dir" >/dev/null 2>&1 || true
   if [ "$rc" = 0 ]; then
     echo; say "== figures"
     for r in "${results[@]}"; do echo "  $r"; done
@@ -54,6 +57,27 @@ trap cleanup EXIT
 t0=$(date +%s)
 
 old=$repo/target/upgrade-from
+export REGISTRY_ADDR=${REGISTRY_ADDR:-127.0.0.1:5117}
+registry_dir=$repo/target/e2e-upgrade/registry
+new_overlay=$repo/target/e2e-upgrade/new
+# registry_overlay IMAGES OUT: pushes every image of IMAGES (the folder
+# scripts/images.sh wrote) to the registry, and writes OUT/kustomization.yaml,
+# IMAGES' overlay with each image pulled from the registry by its digest.
+registry_overlay() {
+  local images=$1 out=$2 ref digest title tag layout target
+  mkdir -p "$out"
+  printf '# %s with its images from the registry, by digest (scripts/e2e-upgrade.sh)\nresources:\n  - %s\nimages:\n' \
+    "$images" "$(realpath --relative-to="$out" "$images")" > "$out/kustomization.yaml"
+  while read -r ref digest _; do
+    title=${ref%:*}; title=${title##*/}; tag=${ref##*:}
+    target=$REGISTRY_ADDR/netendpoint/$title
+    layout=$(mktemp -d); tar -xf "$images/$title.tar" -C "$layout"
+    "$tbin/oras" cp --to-plain-http --from-oci-layout "$layout:$tag" "$target:$tag" >/dev/null
+    rm -rf "$layout"
+    [ "$("$tbin/oras" resolve --plain-http "$target:$tag")" = "$digest" ] || fail "$target:$tag is not $digest in the registry"
+    printf '  - name: %s\n    newName: %s\n    digest: %s\n' "${ref%:*}" "$target" "$digest" >> "$out/kustomization.yaml"
+  done < "$images/images.txt"
+}
 say "== the release before: $from, built as make images builds this tree"
 git -C "$repo" cat-file -e "$from^{commit}" || fail "commit $from is not in this repository"
 if [ "$(cat "$old/commit" 2>/dev/null)" != "$from" ]; then
@@ -72,7 +96,14 @@ t_new_build=$(( $(date +%s) - start ))
 tests/node/build.sh
 node_lock
 NODE_NO_INSTALL=1 tests/node/up.sh
-for tar in "$old"/images/*.tar "$repo"/target/images/*.tar; do ctr -n k8s.io images import "$tar" >/dev/null; done
+rm -rf "$registry_dir" "$new_overlay"
+scripts/registry.sh start "$registry_dir" >/dev/null
+registry_overlay "$old/images" "$old/registry"
+registry_overlay "$repo/target/images" "$new_overlay"
+mkdir -p "$NODE_DIR/ctd/certs.d/$REGISTRY_ADDR"
+printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" "$REGISTRY_ADDR" \
+  > "$NODE_DIR/ctd/certs.d/$REGISTRY_ADDR/hosts.toml"
+say "both releases' images pushed to the registry at $REGISTRY_ADDR; the node pulls them from there"
 source tests/node/e2e-lib.sh
 
 say "== install the release before (its deploy/, with its images)"
@@ -85,7 +116,7 @@ if [ -n "${E2E_UPGRADE_WAIT_FOR_RELEASE:-}" ]; then
 fi
 kns create configmap netendpoint-net-conf --from-file=10-netendpoint.conflist="$NODE_DIR/install/10-netendpoint.conflist" >/dev/null
 [ ! -f "$old/src/deploy/agents.yaml" ] || kc apply -f "$old/src/deploy/agents.yaml" >/dev/null
-kc apply -k "$old/images" >/dev/null
+kc apply -k "$old/registry" >/dev/null
 for w in ds/netendpoint-installer ds/netendpoint-watcher-example deployment/netendpoint-controller; do
   kns rollout status "$w" --timeout=180s >/dev/null || fail "the release before: $w did not roll out"
 done
@@ -141,7 +172,7 @@ wait_until 60 needed || fail "the waiters did not all wait in the full pool unde
 say "${waiters[*]} Pending, each waiting under the old plugin (IPNeeded Events)"
 
 say "== upgrade: docs/install.md, Upgrade, with this tree's deploy/ as deploy/"
-user_dir "$repo/target/images"
+user_dir "$new_overlay"
 [ -f "$NODE_DIR/user/deploy/agents.yaml" ] && ! kns get configmap netendpoint-agents >/dev/null 2>&1 &&
   kc apply -f "$NODE_DIR/user/deploy/agents.yaml" >/dev/null
 start=$(now_ms)
@@ -159,9 +190,10 @@ wait "$upgrade_pid" || fail "the docs' upgrade steps failed"
 t_upgrade=$(( $(now_ms) - start ))
 kc wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null || fail "node not Ready after the upgrade"
 images_now=$(kns get pods -o jsonpath='{range .items[*]}{.spec.containers[0].image} {end}' | tr ' ' '\n' | sort -u | tr '\n' ' ')
-for ref in $(awk '{print $1}' "$repo/target/images/images.txt"); do
+while read -r ref digest _; do
+  ref=${ref%:*}; ref=$REGISTRY_ADDR/netendpoint/${ref##*/}@$digest
   [[ " $images_now " == *" $ref "* ]] || fail "no Pod runs $ref after the upgrade: $images_now"
-done
+done < "$repo/target/images/images.txt"
 plugin_after=$(md5sum < "$NODE_DIR/cni/bin/netendpoint")
 say "upgraded in ${t_upgrade} ms; plugin binary $([ "$plugin_before" = "$plugin_after" ] && echo "unchanged (same bytes)" || echo replaced)"
 

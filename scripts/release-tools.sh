@@ -57,17 +57,4 @@ if [ ! -x "$bin/cosign" ] || [ "$(cat "$bin/.cosign-tools.stamp" 2>/dev/null)" !
   echo "$want" > "$bin/.cosign-tools.stamp"
 fi
 
-want=$(stamp tests/registry-tools)
-if [ ! -x "$bin/registry" ] || [ ! -x "$bin/oras" ] || [ "$(cat "$bin/.registry-tools.stamp" 2>/dev/null)" != "$want" ]; then
-  registry_version=$(required github.com/distribution/distribution/v3 tests/registry-tools)
-  oras_version=$(required oras.land/oras tests/registry-tools)
-  echo "building registry (distribution) $registry_version and oras $oras_version"
-  (cd tests/registry-tools &&
-    nice -n 19 go build -trimpath -o ../bin/registry \
-      -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=$registry_version" \
-      github.com/distribution/distribution/v3/cmd/registry &&
-    nice -n 19 go build -trimpath -o ../bin/oras \
-      -ldflags "-s -w" \
-      oras.land/oras/cmd/oras)
-  echo "$want" > "$bin/.registry-tools.stamp"
-fi
+scripts/registry-tools.sh
