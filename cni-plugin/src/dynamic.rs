@@ -64,6 +64,12 @@ struct Search<'s> {
     probed_until: Option<IpAddr>,
     /// The pool summary, once read.
     pool: Option<PoolSummaryView>,
+    /// The node's hint says the pool had summaries at its last ADD: a
+    /// shard is read before the pool summary, which often is not needed.
+    /// A node without such a hint (its first ADD, or a pool no controller
+    /// summarises) reads the pool summary first, as a missing one ends the
+    /// search by summaries at once.
+    shard_first: bool,
 }
 
 impl Search<'_> {
@@ -115,8 +121,10 @@ pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
         confirmed: false,
         probed_until: None,
         pool: None,
+        shard_first: false,
     };
     let hint = local.shard_hint(index);
+    s.shard_first = hint.as_ref().is_some_and(|h| h.summarised);
     if let Some(h) = &hint
         && let Some(leased) = Bitmap::decode(&h.leased)
     {
@@ -149,7 +157,11 @@ fn remember(local: &LocalState, index: usize, s: &Search<'_>, ep: &NetworkEndpoi
     if let Some((view, _)) = s.views.get(&shard) {
         let mut leased = view.leased;
         leased.set(shard_index(ip));
-        local.save_shard_hint(index, &ShardHint { first: shard, leased: leased.encode() });
+        // Summarised: this ADD read a summary, or the hint said so and this
+        // ADD found nothing to the contrary.
+        let summarised =
+            s.summaries && (s.pool.is_some() || s.views.values().any(|(_, fresh)| *fresh) || s.shard_first);
+        local.save_shard_hint(index, &ShardHint { first: shard, leased: leased.encode(), summarised });
     }
 }
 
@@ -189,35 +201,47 @@ async fn from_hint<S: Leases>(
 }
 
 /// Reads the shard summary of `shard` into the search; false when the
-/// store has none or the controller stopped confirming them.
+/// store has none or the controller stopped confirming them. With
+/// `shard_first`, the shard is read first: an ADD whose first shard shows
+/// room makes no other read, and only a shard without a summary needs the
+/// pool summary, to tell a shard the controller saw no lease in from a pool
+/// no controller summarises.
 async fn read_shard<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: IpAddr) -> Result<bool> {
-    if s.pool.is_none() {
-        // A missing pool summary means no controller ever summarised this
-        // pool. A stale one is still a hint (its bits cost refused creates,
-        // never a second holder); only the wait stops trusting it.
-        let Some(pool) = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await? else {
-            debug!(pool = %c.conf.pool, "no pool summary: probing by create");
-            s.summaries = false;
-            return Ok(false);
-        };
-        s.confirmed = summary_is_fresh(c.store, &pool);
-        if !s.confirmed {
-            warn!(pool = %c.conf.pool, "the pool summary is not confirmed by netendpoint-controller: a hint only");
-        }
-        s.pool = Some(pool);
+    if !s.shard_first && !read_pool(c, s).await? {
+        return Ok(false);
     }
     let view = c.retrying("read a shard summary", || c.store.shard(&c.conf.pool, shard)).await?;
-    match view {
-        Some(v) => {
-            s.views.insert(shard, (v, true));
-            Ok(true)
-        }
-        None => {
-            // A pool summary without this shard: the controller saw no lease in it.
-            s.views.insert(shard, (ShardView::default(), true));
-            Ok(true)
-        }
+    if let Some(v) = view {
+        s.views.insert(shard, (v, true));
+        return Ok(true);
     }
+    if !read_pool(c, s).await? {
+        return Ok(false);
+    }
+    // A pool summary without this shard: the controller saw no lease in it.
+    s.views.insert(shard, (ShardView::default(), true));
+    Ok(true)
+}
+
+/// Reads the pool summary into the search, once; false when the store has
+/// none (no controller ever summarised this pool: probing by create).
+async fn read_pool<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>) -> Result<bool> {
+    if s.pool.is_some() {
+        return Ok(true);
+    }
+    // A stale summary is still a hint (its bits cost refused creates, never
+    // a second holder); only the wait stops trusting it.
+    let Some(pool) = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await? else {
+        debug!(pool = %c.conf.pool, "no pool summary: probing by create");
+        s.summaries = false;
+        return Ok(false);
+    };
+    s.confirmed = summary_is_fresh(c.store, &pool);
+    if !s.confirmed {
+        warn!(pool = %c.conf.pool, "the pool summary is not confirmed by netendpoint-controller: a hint only");
+    }
+    s.pool = Some(pool);
+    Ok(true)
 }
 
 /// True while the controller confirms the summary (on the server's clock).
@@ -246,6 +270,11 @@ async fn from_summaries<S: Clock + Leases + Summaries>(
         // A hint (or a refused probe) is no reason to skip an address: only
         // a summary read in this ADD is.
         if !s.fresh(shard) {
+            // Past the first shard read, the pool summary says which shards
+            // are full, so that they cost no read.
+            if reads > 0 && !read_pool(c, s).await? {
+                return Ok(None);
+            }
             let full = *full_shards.entry(shard).or_insert_with(|| s.pool_shows_full(shard));
             if full {
                 continue;
@@ -556,6 +585,11 @@ async fn wait_for_release<S: Clock + Leases + Summaries + Queue + Signals>(
     make: Make<'_>,
     wait: Deadline,
 ) -> Result<NetworkEndpoint> {
+    // The pool summary, if the search did not need it: whether the
+    // controller confirms it (so orders the queue), and the pool's counts.
+    if s.summaries {
+        read_pool(c, s).await?;
+    }
     let ex = exhaustion(c, s, &[], wait);
     warn!(pool = %c.conf.pool, in_use = ex.in_use, releasing = ex.releasing,
         wait_for_release_ms = c.conf.wait_for_release.as_millis() as u64, "pool full: waiting for a release");

@@ -132,6 +132,11 @@ pub struct ShardHint {
     pub first: IpAddr,
     /// Leased addresses (a `netendpoint_lease::summary::Bitmap`, base64).
     pub leased: String,
+    /// The pool had summaries then (a controller summarised it), so the
+    /// next ADD reads its shard before the pool summary. Absent in hints
+    /// written before this field: false.
+    #[serde(default)]
+    pub summarised: bool,
 }
 
 /// Node-local state of one pool. See the module docs for the files.

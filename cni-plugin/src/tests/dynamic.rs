@@ -50,6 +50,28 @@ async fn at_ninety_percent_full_an_add_reads_by_name_only() {
     assert!(refused <= 0.5, "{refused} refused creates per ADD");
 }
 
+/// Near full, a node that has a shard hint reads its shard before the pool
+/// summary: its ADD is one read and one create, and the pool summary is
+/// not read at all. Reading the pool summary first, as a node without a
+/// hint does, costs each of these ADDs a third request.
+#[tokio::test(start_paused = true)]
+async fn near_full_a_warm_node_reads_its_shard_and_not_the_pool_summary() {
+    let store = MemStore::new(T0, &["n1"]);
+    let c = conf("10.0.0.0/24", json!({}));
+    fill_random(&store, &c, 9);
+    let s = Scratch::new("warm-near-full");
+    add(&store, &c, &who("warm-up"), &s.local).await.unwrap();
+    let (before, pool_reads) = (store.total_calls(), store.calls("pool_summary"));
+    let n = 10;
+    for i in 0..n {
+        add(&store, &c, &who(&format!("new-{i}")), &s.local).await.unwrap();
+    }
+    let per_add = (store.total_calls() - before) as f64 / f64::from(n);
+    assert!(per_add <= 2.0, "{per_add} requests per ADD");
+    assert_eq!(store.calls("pool_summary"), pool_reads, "the pool summary was read");
+    no_list(&store);
+}
+
 /// Below half full, the common ADD is one create.
 #[tokio::test(start_paused = true)]
 async fn in_a_pool_with_room_an_add_is_one_create() {
