@@ -14,7 +14,8 @@
 #   images.txt's references pinned to its index digest;
 # - each image has its SBOM, <image>-VERSION.spdx.json, SPDX JSON that
 #   names kube, k8s-openapi, serde and tokio, and every crate it names is
-#   in this tree's Cargo.lock at the version it gives;
+#   in the Cargo.lock of the source tree (RELEASE_SRC, default this one)
+#   at the version it gives;
 # - every file, SHA256SUMS last, has a signature <file>.sig that cosign
 #   verify-blob accepts with the public key RELEASE_PUBLIC_KEY (required),
 #   offline: no transparency log is asked;
@@ -111,7 +112,7 @@ done
 
 # The crates of Cargo.lock, "name version" a line.
 awk '/^\[\[package\]\]$/ { n = v = "" } /^name = / { n = $3 } /^version = / { v = $3 }
-  n != "" && v != "" { gsub(/"/, "", n); gsub(/"/, "", v); print n, v; n = v = "" }' Cargo.lock | sort -u > "$work/lock"
+  n != "" && v != "" { gsub(/"/, "", n); gsub(/"/, "", v); print n, v; n = v = "" }' "${RELEASE_SRC:-.}/Cargo.lock" | sort -u > "$work/lock"
 while read -r ref _; do
   title=${ref%:*}; title=${title##*/}
   sbom=$dir/$title-$version.spdx.json

@@ -40,6 +40,13 @@
 # commit's time (or SOURCE_DATE_EPOCH), and helm writes its gzip header
 # without a time.
 #
+# RELEASE_SRC: the source tree to release (default: this one). The upgrade
+# test releases an earlier commit with this tree's tooling: its sources (a
+# `git archive`, built in its own target directory), its Containerfiles,
+# chart and Cargo.lock; SOURCE_DATE_EPOCH must then be given (the commit's
+# time: an archive has no history), and RELEASE_NOTES (a file) stands in
+# for a CHANGELOG.md entry that tree does not have.
+#
 # RELEASE_REPO: the repository prefix of the references (default
 # ghcr.io/netendpoint, the chart's own). The tools (helm, syft, cosign) come
 # from scripts/release-tools.sh (`make release` runs it first).
@@ -49,6 +56,8 @@ version=${1:-${VERSION:-}}
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
   { echo "release: give the version as x.y.z: make release VERSION=x.y.z" >&2; exit 2; }
 out=${RELEASE_OUT:-target/release-$version}
+src=$(cd "${RELEASE_SRC:-.}" && pwd)
+export RELEASE_SRC=$src
 registry=${RELEASE_REPO:-ghcr.io/netendpoint}
 tag=v$version
 helm=${HELM:-tests/bin/helm}
@@ -62,19 +71,22 @@ if [ -z "$key" ] || [ ! -f "$key" ] || [ -z "${COSIGN_PASSWORD+set}" ]; then
   echo "         (cosign generate-key-pair makes a pair; make release-check builds with a throwaway one)" >&2
   exit 2
 fi
-epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
-crate_version=$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct 2>/dev/null || true)}
+[ -n "$epoch" ] || { echo "release: $src has no git history: give SOURCE_DATE_EPOCH (its commit's time)" >&2; exit 2; }
+export SOURCE_DATE_EPOCH=$epoch
+crate_version=$(sed -n '/^\[workspace.package\]/,/^\[/ s/^version *= *"\(.*\)"/\1/p' "$src/Cargo.toml")
 [ "$crate_version" = "$version" ] ||
   echo "release: note: the workspace version in Cargo.toml is $crate_version; the binaries report that one" >&2
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+if [ "$src" = "$PWD" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
   echo "release: note: the work tree has uncommitted changes; the release is not of commit $(git rev-parse --short HEAD)" >&2
 fi
 
 # The CHANGELOG.md entry: from "## [VERSION]" (or "## VERSION") to the next "## ".
 notes=$(awk -v v="$version" '
   /^## / { if (on) exit; h = $2; gsub(/[][]/, "", h); if (h == v || h == "v" v) on = 1 }
-  on { print }' CHANGELOG.md 2>/dev/null || true)
-[ -n "$notes" ] || { echo "release: CHANGELOG.md has no entry \"## [$version]\"; write it first" >&2; exit 1; }
+  on { print }' "$src/CHANGELOG.md" 2>/dev/null || true)
+[ -z "${RELEASE_NOTES:-}" ] || notes=$(cat "$RELEASE_NOTES")
+[ -n "$notes" ] || { echo "release: $src/CHANGELOG.md has no entry \"## [$version]\"; write it first" >&2; exit 1; }
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # The key opens with the password, and pairs with RELEASE_PUBLIC_KEY, before
@@ -88,7 +100,7 @@ rm -rf "$out"; mkdir -p "$out"
 for triple in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
   arch=${triple%%-*}; [ "$arch" = x86_64 ] && arch=amd64 || arch=arm64
   echo "=== linux/$arch ($triple)"
-  IMAGES_TRIPLE=$triple IMAGES_VERSION=$version IMAGES_REPO=$registry IMAGES_OUT=$work/$arch scripts/images.sh
+  IMAGES_SRC=$src IMAGES_TRIPLE=$triple IMAGES_VERSION=$version IMAGES_REPO=$registry IMAGES_OUT=$work/$arch scripts/images.sh
 done
 
 echo "=== image indexes"
@@ -108,7 +120,7 @@ while read -r ref _; do
 done < "$work/amd64/images.txt"
 
 echo "=== chart"
-cp -r deploy/helm/netendpoint "$work/chart"
+cp -r "$src/deploy/helm/netendpoint" "$work/chart"
 sed -i -e "s/^version: .*/version: $version/" -e "s/^appVersion: .*/appVersion: \"$version\"/" "$work/chart/Chart.yaml"
 # Each top-level image block of values.yaml (a mapping with repository, tag
 # and digest) whose repository is one of the release's images: that image's
@@ -130,7 +142,7 @@ chart=$out/netendpoint-$version.tgz
 echo "   $(basename "$chart")  sha256:$(sha256sum "$chart" | cut -c1-64)"
 
 echo "=== SBOMs"
-scripts/sbom.sh "$out" "$version"
+SBOM_SRC=$src scripts/sbom.sh "$out" "$version"
 
 printf '%s\n' "$notes" > "$out/RELEASE-NOTES.md"
 (cd "$out" && sha256sum -- *.oci.tar ./*.tgz ./*.spdx.json images.txt RELEASE-NOTES.md | sed 's# \./# #' > SHA256SUMS)

@@ -22,12 +22,15 @@
 # the namespace by one made from the image, VERSION and the SHA-256 of the
 # cut-down Cargo.lock. Everything else syft writes is the same on every run.
 # SYFT: the syft binary (default tests/bin/syft, scripts/release-tools.sh).
+# SBOM_SRC: the source tree whose Containerfiles and Cargo.lock are read
+# (default: this one; scripts/release.sh passes its RELEASE_SRC).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: sbom.sh OUT VERSION} version=${2:?usage: sbom.sh OUT VERSION}
 syft=${SYFT:-tests/bin/syft}
 [ -x "$syft" ] || { echo "sbom: $syft missing (scripts/release-tools.sh builds it)" >&2; exit 1; }
-epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
+src=$(cd "${SBOM_SRC:-.}" && pwd)
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$src" log -1 --format=%ct)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # syft is asked about nothing but the file it is given, and never goes online.
@@ -43,13 +46,13 @@ title_of() {
 packages_of() { joined "$1" | grep -o 'cargo build [^;&]*' | head -n1 | grep -oE '(-p|--package) +[A-Za-z0-9_-]+' | awk '{ print "-p", $2 }'; }
 
 mkdir -p "$out"
-for cf in deploy/Containerfile.*; do
+for cf in "$src"/deploy/Containerfile.*; do
   title=$(title_of "$cf")
   read -r -a selection <<<"$(packages_of "$cf" | tr '\n' ' ')"
   if [ -z "$title" ] || [ ${#selection[@]} = 0 ]; then echo "sbom: $cf: no image title or no cargo build -p" >&2; exit 1; fi
   # "name version" of every package compiled into the binaries, either platform.
   for triple in x86_64-unknown-linux-musl aarch64-unknown-linux-musl; do
-    cargo tree --locked --offline -q -e normal,no-proc-macro --target "$triple" "${selection[@]}" \
+    cargo tree --manifest-path "$src/Cargo.toml" --locked --offline -q -e normal,no-proc-macro --target "$triple" "${selection[@]}" \
       --prefix none --format '{p}'
   done | sed -e '/^$/d' -e 's/ (.*)$//' -e 's/ v\([^ ]*\)$/ \1/' | sort -u > "$work/$title.keep"
   mkdir -p "$work/$title"
@@ -69,7 +72,7 @@ for cf in deploy/Containerfile.*; do
     }
     { blk = blk "\n" $0 }
     END { flush() }
-  ' "$work/$title.keep" Cargo.lock | cat -s > "$work/$title/Cargo.lock"
+  ' "$work/$title.keep" "$src/Cargo.lock" | cat -s > "$work/$title/Cargo.lock"
   kept=$(grep -c '^\[\[package\]\]$' "$work/$title/Cargo.lock")
   [ "$kept" = "$(wc -l < "$work/$title.keep")" ] ||
     { echo "sbom: $title: cargo tree names $(wc -l < "$work/$title.keep") packages, Cargo.lock has $kept of them" >&2; exit 1; }
