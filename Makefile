@@ -98,9 +98,10 @@ e2e: tools
 	@scripts/e2e.sh
 
 # An upgrade on the real node from the release before (a fixed earlier
-# commit, built as `make images` builds this tree) to this tree, both
-# releases' images pulled by digest from a local registry; needs root.
-e2e-upgrade: tools
+# commit, released by this tree's scripts/release.sh) to this tree's
+# release, both signed, pushed to a local registry and verified there, their
+# images pulled by digest; needs root.
+e2e-upgrade: tools release-tools
 	@scripts/registry-tools.sh
 	@scripts/e2e-upgrade.sh
 

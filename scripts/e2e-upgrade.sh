@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # make e2e-upgrade: an upgrade on the real node, from the release before to
-# this tree. The release before is a fixed earlier commit (UPGRADE_FROM),
-# built the same way (`make images` of its source) and installed from its
-# deploy/, its images pulled by digest from a local registry (distribution,
-# scripts/registry.sh, on a loopback address) as a user's nodes pull them,
-# nothing imported; Pods run on it (a Deployment, a StatefulSet with sticky IPs, a
-# bare Pod), then this tree's deploy/ is applied with the commands of
-# docs/install.md, "Upgrade", word for word, while Pods wait in the full
-# pool (the old plugin's waits, with no queue, when it begins) and a
-# StatefulSet's Pod is being recreated. Asserted: every lease keeps its UID
-# and finalizers, and every sticky hold stays, through the upgrade; the
+# this tree's, both as users receive them. The release before is the
+# sources of a fixed earlier commit (UPGRADE_FROM) released by this tree's
+# tooling (scripts/release.sh with RELEASE_SRC: linux/amd64 and linux/arm64
+# image indexes, its chart pinned to them, SBOMs, every file signed) as
+# 0.1.0; this tree is released as CHANGELOG.md's newest version, signed with
+# the same throwaway key. Both are pushed to a local registry
+# (distribution, scripts/registry.sh, on a loopback address) with
+# scripts/release-push.sh and verified there with the public key
+# (scripts/release-verify-registry.sh) before anything is installed; the
+# node's containerd pulls every image by its index digest from that
+# registry, nothing imported. Each is installed from its deploy/ with its
+# images pinned to the signed digests, the path docs/install.md's
+# "Upgrade" documents (`make e2e-release` installs with helm from the
+# registry). Pods run on the release before (a Deployment, a StatefulSet
+# with sticky IPs, a bare Pod), then this tree's deploy/ is applied with the
+# commands of docs/install.md, "Upgrade", word for word, while Pods wait in
+# the full pool (the old plugin's waits, with no queue, when it begins) and
+# a StatefulSet's Pod is being recreated. Asserted: every lease keeps its
+# UID and finalizers, and every sticky hold stays, through the upgrade; the
 # StatefulSet's Pod recreated across the upgrade keeps its IP; the waiters
 # get the addresses the upgrade frees (the old release's Pods on the pod
-# network) and, the last one, the address freed after it, with no failed
-# sandbox creation after that release; the new plugin releases the leases
-# the old one made (a Deployment's Pod deleted in a full pool, a
+# network, if any) and, the last one, the address freed after it, with no
+# failed sandbox creation after that release; the new plugin releases the
+# leases the old one made (a Deployment's Pod deleted in a full pool, a
 # StatefulSet's Pod recreated with its IP, a bare Pod); no release is forced
 # and no rule lost. Needs root; tears the node down on exit.
 #
@@ -24,9 +33,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/node/lib.sh
-# The release before: main as it was when this test was written (its parent
-# commit, so that the upgrade crosses the changes of this branch).
-from=${UPGRADE_FROM:-e16444db94e9bf9fc7fb1f93c6665d8f9b910a01}
+# The release before: main as it was before the waiting queue (issue 32's
+# starting point): its plugin waits unordered, with one need per pool and
+# node, so the upgrade crosses the change of waiting protocol. Its sticky
+# IPs are holds and incarnations, as this tree's.
+from=${UPGRADE_FROM:-23867fbde90e6f47247f81a0cbbb1fcb0de0f365}
+from_version=0.1.0
+new_version=$(sed -n 's/^## \[\([0-9][^]]*\)\].*/\1/p' CHANGELOG.md | head -n1)
 # Old agent and controller (on the pod network before), 2 of app, 2 of web,
 # 1 bare: room for every one; app then fills the pool, and waiters wait.
 export NODE_POOL_SIZE=9
@@ -58,52 +71,69 @@ t0=$(date +%s)
 
 old=$repo/target/upgrade-from
 export REGISTRY_ADDR=${REGISTRY_ADDR:-127.0.0.1:5117}
-registry_dir=$repo/target/e2e-upgrade/registry
-new_overlay=$repo/target/e2e-upgrade/new
-# registry_overlay IMAGES OUT: pushes every image of IMAGES (the folder
-# scripts/images.sh wrote) to the registry, and writes OUT/kustomization.yaml,
-# IMAGES' overlay with each image pulled from the registry by its digest.
-registry_overlay() {
-  local images=$1 out=$2 ref digest title tag layout target
+work=$repo/target/e2e-upgrade
+registry_dir=$work/registry
+repo_prefix=$REGISTRY_ADDR/netendpoint
+new_overlay=$work/new
+# release_overlay SRC RELEASE OUT: writes OUT/kustomization.yaml, SRC's
+# deploy/ with every image of the release folder RELEASE pulled from the
+# registry by its index digest, under the name SRC's kustomization gives it.
+release_overlay() {
+  local src=$1 rel=$2 out=$3 ref digest title base
   mkdir -p "$out"
-  printf '# %s with its images from the registry, by digest (scripts/e2e-upgrade.sh)\nresources:\n  - %s\nimages:\n' \
-    "$images" "$(realpath --relative-to="$out" "$images")" > "$out/kustomization.yaml"
+  printf '# %s/deploy with the images of %s from the registry, by digest (scripts/e2e-upgrade.sh)\nresources:\n  - %s\nimages:\n' \
+    "$src" "$rel" "$(realpath --relative-to="$out" "$src/deploy")" > "$out/kustomization.yaml"
   while read -r ref digest _; do
-    title=${ref%:*}; title=${title##*/}; tag=${ref##*:}
-    target=$REGISTRY_ADDR/netendpoint/$title
-    layout=$(mktemp -d); tar -xf "$images/$title.tar" -C "$layout"
-    "$tbin/oras" cp --to-plain-http --from-oci-layout "$layout:$tag" "$target:$tag" >/dev/null
-    rm -rf "$layout"
-    [ "$("$tbin/oras" resolve --plain-http "$target:$tag")" = "$digest" ] || fail "$target:$tag is not $digest in the registry"
-    printf '  - name: %s\n    newName: %s\n    digest: %s\n' "${ref%:*}" "$target" "$digest" >> "$out/kustomization.yaml"
-  done < "$images/images.txt"
+    title=${ref%:*}; title=${title##*/}
+    base=$(awk -v t="$title" '$1 == "-" && $2 == "name:" { n = $3 } $1 == "newName:" && n == t { print $2; exit }' \
+      "$src/deploy/kustomization.yaml")
+    [ "$("$tbin/oras" resolve --plain-http "${ref%:*}:${ref##*:}")" = "$digest" ] || fail "$ref is not $digest in the registry"
+    printf '  - name: %s\n    newName: %s\n    digest: %s\n' "${base:-$title}" "${ref%:*}" "$digest" >> "$out/kustomization.yaml"
+  done < "$rel/images.txt"
 }
-say "== the release before: $from, built as make images builds this tree"
+say "== the release before: $from, released as $from_version by this tree's scripts/release.sh; this tree as $new_version"
 git -C "$repo" cat-file -e "$from^{commit}" || fail "commit $from is not in this repository"
 if [ "$(cat "$old/commit" 2>/dev/null)" != "$from" ]; then
-  rm -rf "$old/src" "$old/images"; mkdir -p "$old/src"
+  rm -rf "$old/src" "$old/images" "$old/registry"; mkdir -p "$old/src"
   git -C "$repo" archive "$from" | tar -x -C "$old/src"
   echo "$from" > "$old/commit"
 fi
+keys=$work/keys; rm -rf "$keys"; mkdir -p "$keys"
+COSIGN_PASSWORD=$(head -c 24 /dev/urandom | base64)
+export COSIGN_PASSWORD RELEASE_SIGNING_KEY=$keys/release.key RELEASE_PUBLIC_KEY=$keys/release.pub
+"$tbin/cosign" generate-key-pair --output-key-prefix "$keys/release" >/dev/null 2>&1 || fail "cosign generate-key-pair"
+old_rel=$work/release-$from_version new_rel=$work/release-$new_version
+printf '## [%s]\n\nThe release before, for `make e2e-upgrade`: the sources of commit %s, released with the tooling of a later tree.\n' \
+  "$from_version" "$from" > "$keys/notes-$from_version.md"
 start=$(date +%s)
 # In its own target directory (target/upgrade-from/src/target), kept for the
-# next run: a first run compiles every dependency again.
-IMAGES_SRC=$old/src IMAGES_OUT=$old/images scripts/images.sh
+# next run: a first run compiles every dependency again, for both platforms.
+RELEASE_SRC=$old/src RELEASE_NOTES=$keys/notes-$from_version.md SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct "$from") \
+  RELEASE_REPO=$repo_prefix RELEASE_OUT=$old_rel scripts/release.sh "$from_version" > "$work/release-old.log" 2>&1 ||
+  { tail -n 30 "$work/release-old.log" >&2; fail "the release of $from"; }
 t_old_build=$(( $(date +%s) - start ))
 start=$(date +%s)
-scripts/images.sh
+RELEASE_REPO=$repo_prefix RELEASE_OUT=$new_rel scripts/release.sh "$new_version" > "$work/release-new.log" 2>&1 ||
+  { tail -n 30 "$work/release-new.log" >&2; fail "the release of this tree"; }
 t_new_build=$(( $(date +%s) - start ))
+result "releases built (both platforms, chart, SBOMs, signatures, checks): $from_version of $from in ${t_old_build} s, $new_version of this tree in ${t_new_build} s"
 tests/node/build.sh
 node_lock
 NODE_NO_INSTALL=1 tests/node/up.sh
-rm -rf "$registry_dir" "$new_overlay"
+rm -rf "$registry_dir" "$new_overlay" "$old/registry"
 scripts/registry.sh start "$registry_dir" >/dev/null
-registry_overlay "$old/images" "$old/registry"
-registry_overlay "$repo/target/images" "$new_overlay"
+for v in "$from_version" "$new_version"; do
+  scripts/release-push.sh "$work/release-$v" >/dev/null
+  scripts/release-verify-registry.sh "oci://$repo_prefix/charts/netendpoint" "$v" > "$work/verify-$v.log" 2>&1 ||
+    { cat "$work/verify-$v.log" >&2; fail "release $v, as the registry serves it, does not verify"; }
+done
+result "both releases pushed to the registry at $REGISTRY_ADDR and verified there with the public key before the install"
+release_overlay "$old/src" "$old_rel" "$old/registry"
+release_overlay "$repo" "$new_rel" "$new_overlay"
 mkdir -p "$NODE_DIR/ctd/certs.d/$REGISTRY_ADDR"
 printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" "$REGISTRY_ADDR" \
   > "$NODE_DIR/ctd/certs.d/$REGISTRY_ADDR/hosts.toml"
-say "both releases' images pushed to the registry at $REGISTRY_ADDR; the node pulls them from there"
+say "both releases in the registry at $REGISTRY_ADDR, signed and verified; the node pulls their images from there by digest"
 source tests/node/e2e-lib.sh
 
 say "== install the release before (its deploy/, with its images)"
@@ -139,11 +169,15 @@ kc rollout status deployment/app --timeout=120s >/dev/null || fail "app did not 
 [ "$(ips_used)" = "$NODE_POOL_SIZE" ] || fail "the pool is not full: $(ips_used) IPs of $NODE_POOL_SIZE in use"
 # Every lease of the scenario's Pods: name uid finalizers, before.
 snapshot() {
-  kc get nep -l netendpoint.dev/pod-namespace=default -o json |
-    jq -r '.items[] | "\(.metadata.name) \(.metadata.uid) \(.metadata.finalizers // [] | sort | join(","))"' | sort
+  kc get nep -o json | jq -r '.items[]
+    | select(.metadata.labels["netendpoint.dev/pod-namespace"] == "default" or .metadata.labels["netendpoint.dev/role"] == "hold")
+    | "\(.metadata.name) \(.metadata.uid) \(.metadata.finalizers // [] | sort | join(","))"' | sort
 }
 before=$(snapshot)
-holds=$(grep -c 'netendpoint.dev/sticky-hold' <<<"$before" || true)
+# A sticky hold: a NetworkEndpoint labelled netendpoint.dev/role=hold (the
+# design before that kept the lease itself, with the finalizer
+# netendpoint.dev/sticky-hold).
+holds=$(( $(kc get nep -l netendpoint.dev/role=hold -o name | wc -l) + $(grep -c 'netendpoint.dev/sticky-hold' <<<"$before" || true) ))
 [ "$holds" = 2 ] || fail "expected the sticky holds of web-0 and web-1, found $holds: $before"
 # The old release's own Pods on the pod network: their leases end during the upgrade.
 old_system=$(kc get nep -o json | jq '[.items[] | select(.spec.pod.namespace == "netendpoint-system")] | length')
@@ -153,8 +187,9 @@ plugin_before=$(md5sum < "$NODE_DIR/cni/bin/netendpoint")
 say "== across the upgrade: web-1 recreated, and $(( old_system + 1 )) Pods waiting in the full pool"
 r_ip=$(pod_ip web-1); r_pod_uid=$(pod_uid web-1)
 read -r r_lease _ _ < <(lease_of "$r_ip")
-# The release before keeps the IP on web-1's lease itself (a finalizer).
-grep -q "^$r_lease .*netendpoint.dev/sticky-hold" <<<"$before" || fail "web-1's lease $r_lease has no sticky hold: $before"
+# The release before keeps web-1's IP with a hold.
+r_hold=$(hold_of "$r_ip")
+[ -n "$r_hold" ] && grep -q "^$r_hold " <<<"$before" || fail "web-1's IP $r_ip has no sticky hold: $before"
 # The waiters: one for each IP the upgrade frees, and one more, which waits
 # until an IP is freed after the upgrade.
 n_wait=$(( old_system + 1 ))
@@ -165,25 +200,28 @@ for i in $(seq 1 "$n_wait"); do
   bare_pod "waiter-$i"
   waiters+=("waiter-$i"); w_created[waiter-$i]=$(now_ms)
 done
-# Each waits in the old plugin's protocol: an IPNeeded Event per waiting ADD.
+# Each waits in the old plugin's protocol (unordered, no queue): its ADD
+# logs that the pool is full and it waits for a release.
 needed() { local w; for w in "${waiters[@]}"; do
-  [ "$(kc get events --field-selector "involvedObject.name=$w,reason=IPNeeded" -o name | wc -l)" -gt 0 ] || return 1; done; }
-wait_until 60 needed || fail "the waiters did not all wait in the full pool under the old plugin (no IPNeeded Event)"
-say "${waiters[*]} Pending, each waiting under the old plugin (IPNeeded Events)"
+  tail -n +"$((plugin_lines0 + 1))" "$NODE_DIR/logs/plugin.log" | grep 'pool full: waiting for a release' |
+    grep -qE "pod=default/$w([^0-9]|\$)" || return 1; done; }
+wait_until 60 needed || fail "the waiters did not all wait in the full pool under the old plugin (no 'pool full: waiting' in its log)"
+say "${waiters[*]} Pending, each waiting under the old plugin"
 
 say "== upgrade: docs/install.md, Upgrade, with this tree's deploy/ as deploy/"
 user_dir "$new_overlay"
 [ -f "$NODE_DIR/user/deploy/agents.yaml" ] && ! kns get configmap netendpoint-agents >/dev/null 2>&1 &&
   kc apply -f "$NODE_DIR/user/deploy/agents.yaml" >/dev/null
+# web-1 goes as soon as the new deploy/ is applied (the admission policy
+# netendpoint-agent-scope is new in it): its recreation's ADD runs while the
+# old plugin, old controller and new admission policies meet, and whichever
+# plugin and controller run then ask for and make its next incarnation.
+applied() { kc get validatingadmissionpolicy netendpoint-agent-scope >/dev/null 2>&1; }
+if applied; then fail "the release before already has the policy netendpoint-agent-scope: choose another marker of the new deploy/"; fi
 start=$(now_ms)
 tests/node/docs-run.sh upgrade &
 upgrade_pid=$!
-# web-1 goes as soon as the new deploy/ is applied (the ConfigMap
-# netendpoint-pools is new in it): its recreation's ADD runs while the old
-# plugin, old controller and new admission policies meet, and whichever
-# plugin and controller run then ask for and make its next incarnation.
-applied() { kns get configmap netendpoint-pools >/dev/null 2>&1; }
-wait_until 60 applied || fail "the new deploy/ was not applied (no ConfigMap netendpoint-pools)"
+wait_until 60 applied || fail "the new deploy/ was not applied (no policy netendpoint-agent-scope)"
 [ "$sts_during" = 0 ] || kc delete pod web-1 --wait=false >/dev/null
 t_web1_deleted=$(( $(now_ms) - start ))
 wait "$upgrade_pid" || fail "the docs' upgrade steps failed"
@@ -191,9 +229,9 @@ t_upgrade=$(( $(now_ms) - start ))
 kc wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null || fail "node not Ready after the upgrade"
 images_now=$(kns get pods -o jsonpath='{range .items[*]}{.spec.containers[0].image} {end}' | tr ' ' '\n' | sort -u | tr '\n' ' ')
 while read -r ref digest _; do
-  ref=${ref%:*}; ref=$REGISTRY_ADDR/netendpoint/${ref##*/}@$digest
+  ref=${ref%:*}@$digest
   [[ " $images_now " == *" $ref "* ]] || fail "no Pod runs $ref after the upgrade: $images_now"
-done < "$repo/target/images/images.txt"
+done < "$new_rel/images.txt"
 plugin_after=$(md5sum < "$NODE_DIR/cni/bin/netendpoint")
 say "upgraded in ${t_upgrade} ms; plugin binary $([ "$plugin_before" = "$plugin_after" ] && echo "unchanged (same bytes)" || echo replaced)"
 
@@ -334,4 +372,4 @@ forced=$(kc get events -A --field-selector reason=ForcedRelease -o json | jq '[.
 [ "$forced" = 0 ] || fail "$forced forced releases"
 [ "$(lost_rules)" = 0 ] || fail "$(lost_rules) lost rules in the agents' logs"
 say "app's $victim (its lease made by the old plugin) replaced with the same IP $old_ip, DELETED(old) before ADDED(new) in the agent's log ($order); web-0 back with its IP $s_ip$web1_again; 0 forced releases, 0 lost rules"
-result "upgrade from $from: old images built in ${t_old_build} s, new in ${t_new_build} s (the old tree in its own target directory); docs/install.md 'Upgrade' took ${t_upgrade} ms to every rollout done; $(wc -l <<<"$before") leases (2 sticky holds) kept their UIDs and finalizers; the new plugin released old leases (full-pool reuse, StatefulSet recreate with its IP, bare Pod); 0 forced releases, 0 lost rules"
+result "upgrade from $from_version ($from) to $new_version: docs/install.md 'Upgrade' took ${t_upgrade} ms to every rollout done; $(wc -l <<<"$before") leases (2 sticky holds) kept their UIDs and finalizers; the new plugin released old leases (full-pool reuse, StatefulSet recreate with its IP, bare Pod); 0 forced releases, 0 lost rules"
