@@ -304,7 +304,10 @@ async fn kube_client(conf: &IpamConfig, clock: ServerClock, tally: &Tally) -> Re
     cfg.read_timeout = Some(conf.timeout);
     cfg.write_timeout = Some(Duration::from_secs(30));
     let layer = netendpoint_lease::clock::date_layer(clock);
-    Ok(kube::client::ClientBuilder::try_from(cfg)
+    // kube's stack with TCP_NODELAY: the create of a promised address,
+    // right after the watch event that promised it, is not held back by
+    // Nagle's algorithm waiting for the server's delayed ACK.
+    Ok(netendpoint_lease::connect::client_builder(&cfg)
         .map_err(|e| bad(e.to_string()))?
         .with_layer(&layer)
         .with_layer(&tally.layer())

@@ -57,5 +57,7 @@ pub async fn client(kubeconfig: Option<&Path>, clock: ServerClock) -> Result<Cli
         None => kube::Config::infer().await.map_err(Error::Kubeconfig)?,
     };
     let layer = netendpoint_lease::clock::date_layer(clock);
-    Ok(kube::client::ClientBuilder::try_from(cfg).map_err(Error::Client)?.with_layer(&layer).build())
+    // kube's stack with TCP_NODELAY: a promise or a summary written right
+    // after a watch event is not held back by Nagle's algorithm.
+    Ok(netendpoint_lease::connect::client_builder(&cfg).map_err(Error::Client)?.with_layer(&layer).build())
 }

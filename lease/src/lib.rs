@@ -9,15 +9,17 @@
 //! - [`hold`]: the sticky hold protocol (requests, incarnations, release);
 //! - [`events`]: Events and the references they are about;
 //! - [`clock`]: the API server's clock and ages measured on it;
+//! - [`connect`]: kube's client stack, with `TCP_NODELAY`;
 //! - [`rules`]: when a release is stuck, and "seen twice, then a grace";
 //! - [`pools`]: pool accounting (capacity, in use, releasing, free);
 //! - [`queue`]: which waiting ADD of a full pool each address is promised to;
 //! - [`summary`]: the shard bitmaps and pool counts ADDs read as a hint.
 //!
-//! Nothing here makes an API call.
+//! Nothing here makes an API call ([`connect`] builds the client that does).
 
 pub mod addr;
 pub mod clock;
+pub mod connect;
 pub mod events;
 pub mod hold;
 pub mod labels;

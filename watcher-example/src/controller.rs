@@ -47,7 +47,10 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
         }
         None => kube::Config::infer().await.map_err(Error::InferConfig)?,
     };
-    Client::try_from(config).map_err(Error::Kube)
+    // TCP_NODELAY: the PATCH that removes this agent's finalizer right
+    // after a watch event is not held back by Nagle's algorithm (about
+    // 40 ms of every release). An agent of its own should do the same.
+    Ok(netendpoint_lease::connect::client_builder(&config).map_err(Error::Kube)?.build())
 }
 
 #[derive(Default)]
