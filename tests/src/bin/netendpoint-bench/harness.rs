@@ -189,12 +189,17 @@ impl Ctx {
     /// kubelet does. A waiting ADD's queue entry is believed only for such
     /// a Pod; the cases that measure waiting use this, the others [`Ctx::add`].
     pub(crate) fn pod_add(&self, conf: &[u8], cid: &str) -> Invocation {
+        self.pod_add_on(conf, cid, "bench-node")
+    }
+
+    /// [`Ctx::pod_add`] for a Pod bound to `node` (the node `conf` names).
+    pub(crate) fn pod_add_on(&self, conf: &[u8], cid: &str, node: &str) -> Invocation {
         let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), "default");
         let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(self.client.clone(), "default");
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": cid, "namespace": "default"},
-            "spec": {"nodeName": "bench-node", "automountServiceAccountToken": false,
+            "spec": {"nodeName": node, "automountServiceAccountToken": false,
                      "containers": [{"name": "c", "image": "example.invalid/none"}]}
         });
         let uid = self.rt.block_on(async {

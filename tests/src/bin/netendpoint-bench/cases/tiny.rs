@@ -4,9 +4,10 @@
 use crate::prelude::*;
 
 /// Three nodes keep the six addresses of a pool leased; each cycle starts a
-/// replacement's ADD, then DELs the old sandbox 0–100 ms later, so every ADD
-/// finds the pool full and waits for a release (reading the six names one
-/// by one, and watching the release by name). `other_leases` is how many
+/// replacement's ADD (of a real Pending Pod on its node, as kubelet's is, so
+/// that its queue entry is believed), then DELs the old sandbox 0–100 ms
+/// later, so every ADD finds the pool full and waits in the queue for the
+/// release promised to it. `other_leases` is how many
 /// leases of the large pool exist meanwhile.
 pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: usize) {
     let pool = "bench-tiny";
@@ -42,7 +43,7 @@ pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: us
     let before = ctx.metrics();
     let wall = Instant::now();
     std::thread::scope(|s| {
-        for ((k, conf), mut mine) in confs.iter().enumerate().zip(held) {
+        for (((k, conf), node), mut mine) in confs.iter().enumerate().zip(&nodes).zip(held) {
             let (lat, fails) = (&lat, &fails);
             s.spawn(move || {
                 let mut rng = fastrand::Rng::with_seed(k as u64);
@@ -50,8 +51,9 @@ pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: us
                     let Some(old) = mine.first().cloned() else { break };
                     let new = format!("tiny-{k}-{j}");
                     let delay = Duration::from_millis(rng.u64(0..=100));
+                    let invocation = ctx.pod_add_on(conf, &new, node);
                     let add = std::thread::scope(|s2| {
-                        let add = s2.spawn(|| run_one(&ctx.add(conf, &new)));
+                        let add = s2.spawn(|| run_one(&invocation));
                         std::thread::sleep(delay);
                         let _ = run_one(&ctx.del(conf, &old));
                         add.join().unwrap()
@@ -83,8 +85,9 @@ pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: us
     let _ = writeln!(
         report,
         "While the large pool holds {other_leases} leases, three nodes keep the six addresses of another pool leased. Each of \
-         {} cycles starts a replacement's ADD and DELs an old sandbox of the same node 0–100 ms later, so every ADD finds the pool \
-         full: it reads the six names one by one (a set this small has no summary to read) and watches a release by name. Counted at \
+         {} cycles starts a replacement's ADD (of a real Pending Pod bound to that node, as kubelet's is, so that its queue entry is \
+         believed) and DELs an old sandbox of the same node 0–100 ms later, so every ADD finds the pool full and waits in the \
+         pool's queue for the release promised to it, watching that release by name. Counted at \
          the server: NetworkEndpoint LISTs and the objects the watch cache scanned for them; the plugin's own tally of its requests \
          per ADD.\n",
         s.n
