@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use netendpoint_netconf::RangeSet;
@@ -75,7 +76,7 @@ pub struct StickyNetwork {
 #[derive(Debug, Default)]
 pub struct World {
     /// Every endpoint (incarnations and leases of older versions included).
-    pub leases: Vec<Lease>,
+    pub leases: Vec<Arc<Lease>>,
     /// Every sticky hold.
     pub holds: Vec<Hold>,
     /// Names of the Node objects.
@@ -402,6 +403,9 @@ impl Pass<'_> {
 
     /// Keeps only what concerns objects still in the snapshot.
     fn forget_what_left(&mut self) {
+        if self.memory.acted.is_empty() {
+            return;
+        }
         let present: HashSet<&str> = self
             .world
             .leases
@@ -447,7 +451,7 @@ impl Pass<'_> {
         }
         self.memory.nodes_absent.end_pass();
         for l in self.world.leases.iter().filter(|l| l.releasing_since.is_none() && gone.contains(&l.node)) {
-            self.act(l.uid.clone(), Action::Reclaim { lease: l.clone() });
+            self.act(l.uid.clone(), Action::Reclaim { lease: Lease::clone(l) });
         }
     }
 
@@ -475,13 +479,13 @@ impl Pass<'_> {
         self.memory.pods_absent.end_pass();
         for l in self.world.leases.iter().filter(|l| l.releasing_since.is_none()) {
             if l.pod_uid().is_some_and(|u| gone.contains(u)) {
-                self.act(l.uid.clone(), Action::DeleteLeak { lease: l.clone() });
+                self.act(l.uid.clone(), Action::DeleteLeak { lease: Lease::clone(l) });
             }
         }
     }
 
     fn lease_named(&self, name: &str) -> Option<&Lease> {
-        self.world.leases.iter().find(|l| l.name == name)
+        self.world.leases.iter().map(|l| &**l).find(|l| l.name == name)
     }
 
     fn state_of(&self, l: &Lease) -> ReleaseState {
@@ -582,6 +586,7 @@ impl Pass<'_> {
             .world
             .leases
             .iter()
+            .map(|l| &**l)
             .filter(|l| l.pool == pool && l.releasing_since.is_some() && l.incarnation.is_none() && !l.is_held())
             .filter(|l| l.ip.is_some_and(|ip| IpFamily::of(ip) == family))
             .collect();
@@ -636,7 +641,15 @@ impl Pass<'_> {
         let leased = self.world.leases.iter().filter(|l| !l.static_ip).filter_map(|l| Some((&l.pool, l.ip?)));
         let held = self.world.holds.iter().map(|h| (&h.pool, h.ip));
         for (pool, ip) in leased.chain(held).filter(|(pool, _)| !ranges.contains_key(*pool)) {
-            self.memory.allocated_seen.entry(pool.clone()).or_default().insert(ip);
+            // A pool's name is copied once, not per lease: a pass sees every lease.
+            match self.memory.allocated_seen.get_mut(pool.as_str()) {
+                Some(seen) => {
+                    seen.insert(ip);
+                }
+                None => {
+                    self.memory.allocated_seen.entry(pool.clone()).or_default().insert(ip);
+                }
+            }
         }
         self.memory.allocated_seen.retain(|pool, _| !ranges.contains_key(pool));
     }
@@ -725,6 +738,7 @@ impl Pass<'_> {
                 .world
                 .leases
                 .iter()
+                .map(|l| &**l)
                 .filter(|l| {
                     l.pool == need.pool && l.releasing_since.is_some() && l.incarnation.is_none() && !l.is_held()
                 })
@@ -877,7 +891,7 @@ impl Pass<'_> {
             })
             .filter(|l| self.family_full(pool, l.ip))
             .min_by_key(|l| l.releasing_since)
-            .cloned()
+            .map(|l| Lease::clone(l))
     }
 
     /// Ends holds whose claim is gone or points elsewhere (seen twice), or
@@ -955,8 +969,13 @@ impl Pass<'_> {
     /// below the Pod's ordinal (seen twice).
     fn end_legacy_holds(&mut self) {
         let now = self.secs();
-        let held: Vec<Lease> =
-            self.world.leases.iter().filter(|l| l.is_held() && l.releasing_since.is_some()).cloned().collect();
+        let held: Vec<Lease> = self
+            .world
+            .leases
+            .iter()
+            .filter(|l| l.is_held() && l.releasing_since.is_some())
+            .map(|l| Lease::clone(l))
+            .collect();
         for l in held {
             let (Some(st), Some(since)) = (l.sticky.clone(), l.releasing_since) else { continue };
             let age = age_at_least(self.now, since);

@@ -7,6 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use netendpoint_lease::pools::{PoolStats, pool_stats};
@@ -42,7 +43,12 @@ pub struct Metrics {
     oldest_wait: Family<PoolLabel, Gauge<f64, AtomicU64>>,
     summary_writes: Counter,
     leader: Gauge,
+    pass_seconds: Histogram,
 }
+
+/// Buckets of [`Metrics::observe_pass`], in seconds: a pass over a few
+/// thousand leases takes milliseconds; one over a hundred thousand, tens.
+const PASS_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -69,6 +75,7 @@ impl Metrics {
             oldest_wait: Family::default(),
             summary_writes: Counter::default(),
             leader: Gauge::default(),
+            pass_seconds: Histogram::new(PASS_BUCKETS),
             registry: Registry::default(),
         };
         registry.register(
@@ -117,6 +124,11 @@ impl Metrics {
             m.summary_writes.clone(),
         );
         registry.register("controller_leader", "1 while this replica holds the leader Lease", m.leader.clone());
+        registry.register(
+            "controller_pass_duration_seconds",
+            "Time a pass took: the snapshot, the decisions, their writes and the summaries' (a release reaches its waiter a pass after it ends)",
+            m.pass_seconds.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -183,6 +195,11 @@ impl Metrics {
         self.summary_writes.inc_by(n);
     }
 
+    /// Records a pass that took `d`.
+    pub fn observe_pass(&self, d: std::time::Duration) {
+        self.pass_seconds.observe(d.as_secs_f64());
+    }
+
     /// Sets whether this replica leads.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -224,6 +241,7 @@ mod tests {
         let m = Metrics::new();
         m.set_pools(&stats);
         m.forced("p");
+        m.observe_pass(Duration::from_millis(30));
         let text = m.render();
         for line in [
             "netendpoint_pool_in_use{pool=\"p\"} 1",
@@ -233,6 +251,9 @@ mod tests {
             "netendpoint_pool_oldest_release_age_seconds{pool=\"p\"} 60.0",
             "netendpoint_forced_releases_total{pool=\"p\"} 1",
             "netendpoint_pool_capacity{pool=\"empty\"} 0",
+            "netendpoint_controller_pass_duration_seconds_count 1",
+            "netendpoint_controller_pass_duration_seconds_bucket{le=\"0.025\"} 0",
+            "netendpoint_controller_pass_duration_seconds_bucket{le=\"0.05\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -14,6 +14,10 @@ use crate::pools_param::PoolsParamWriter;
 use crate::summary::{self, SummaryWriter};
 use crate::watches::Stores;
 use crate::{act, metrics, needs};
+use tracing::warn;
+
+/// A pass that takes this long is logged.
+const SLOW_PASS: Duration = Duration::from_secs(1);
 
 /// The longest pause between two passes when nothing changes.
 const IDLE_PASS: Duration = Duration::from_secs(30);
@@ -85,8 +89,25 @@ impl Passes {
     }
 
     /// One pass: metrics on every replica; summaries, the pools parameter and
-    /// the actions on the leader.
+    /// the actions on the leader. Its duration is exported, and a slow one
+    /// is logged: a release waits for the pass in progress and the next one
+    /// before its waiter is promised it.
     pub async fn pass(&mut self, is_leader: bool) -> Decision {
+        let started = std::time::Instant::now();
+        let decision = self.one_pass(is_leader).await;
+        let took = started.elapsed();
+        self.ctl.metrics.observe_pass(took);
+        if took >= SLOW_PASS {
+            warn!(
+                took_ms = took.as_millis(),
+                leases = self.stores.lease_count(),
+                "a slow pass: waiters are promised releases this much later"
+            );
+        }
+        decision
+    }
+
+    async fn one_pass(&mut self, is_leader: bool) -> Decision {
         let ctl = &*self.ctl;
         let term = &mut self.term;
         ctl.metrics.set_leader(is_leader);

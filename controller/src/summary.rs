@@ -8,6 +8,7 @@
 //! pool summary is confirmed at least every [`CONFIRM_EVERY`], so an ADD can
 //! tell a summary that a controller keeps from one left behind.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -45,16 +46,23 @@ pub struct Wanted {
 /// lease of an older version held by the sticky-hold finalizer. An address
 /// `promised` to a waiting ADD counts as leased, so that no ADD that reads
 /// the summaries takes it before the ADD it is promised to.
-pub fn wanted(leases: &[Lease], holds: &[Hold], promised: &[(String, IpAddr)], pools: &HashSet<String>) -> Wanted {
+pub fn wanted<'a, L: Borrow<Lease>>(
+    leases: &'a [L],
+    holds: &'a [Hold],
+    promised: &'a [(String, IpAddr)],
+    pools: &HashSet<String>,
+) -> Wanted {
     let mut w = Wanted::default();
-    let mut mark = |pool: &str, ip: IpAddr, releasing: bool| {
-        let v = w.shards.entry((pool.to_string(), shard_first(ip))).or_default();
+    // Keyed by borrowed pool names while marking: one String per shard, not per lease.
+    let mut shards: HashMap<(&str, IpAddr), ShardView> = HashMap::new();
+    let mut mark = |pool: &'a str, ip: IpAddr, releasing: bool| {
+        let v = shards.entry((pool, shard_first(ip))).or_default();
         v.leased.set(shard_index(ip));
         if releasing {
             v.releasing.set(shard_index(ip));
         }
     };
-    for l in leases.iter().filter(|l| l.incarnation.is_none()) {
+    for l in leases.iter().map(Borrow::borrow).filter(|l: &&Lease| l.incarnation.is_none()) {
         if let Some(ip) = l.ip {
             mark(&l.pool, ip, l.releasing_since.is_some() && !l.is_held());
         }
@@ -63,9 +71,10 @@ pub fn wanted(leases: &[Lease], holds: &[Hold], promised: &[(String, IpAddr)], p
         mark(&h.pool, h.ip, false);
     }
     for (pool, ip) in promised {
-        let v = w.shards.entry((pool.clone(), shard_first(*ip))).or_default();
+        let v = shards.entry((pool.as_str(), shard_first(*ip))).or_default();
         v.leased.set(shard_index(*ip));
     }
+    w.shards = shards.into_iter().map(|((pool, first), v)| ((pool.to_string(), first), v)).collect();
     for ((pool, first), v) in &w.shards {
         let counts = (
             u16::try_from(v.leased.count()).unwrap_or(u16::MAX),
@@ -336,9 +345,9 @@ mod tests {
         // "kept" was confirmed 10 s ago.
         writer.pools.insert("gone".into(), (PoolCounts::new(), long_ago));
         writer.pools.insert("kept".into(), (PoolCounts::new(), ten_s_ago));
-        let only_kept = wanted(&[], &[], &[], &["kept".to_string()].into());
+        let only_kept = wanted::<Lease>(&[], &[], &[], &["kept".to_string()].into());
         assert_eq!(writer.confirm_in(&only_kept, at), Some(CONFIRM_EVERY - Duration::from_secs(10)));
-        let none = wanted(&[], &[], &[], &HashSet::new());
+        let none = wanted::<Lease>(&[], &[], &[], &HashSet::new());
         assert_eq!(writer.confirm_in(&none, at), None, "a gone pool would make every pass due at once");
     }
 }

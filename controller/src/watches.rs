@@ -3,8 +3,8 @@
 //! ([`Stores::world`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -38,6 +38,54 @@ pub struct Stores {
     statefulsets: Store<StatefulSet>,
     claims: Store<IPAMClaim>,
     claims_listed: Arc<AtomicBool>,
+    views: Mutex<LeaseViews>,
+}
+
+/// The lease views of the last snapshot, by stored object. The reflector
+/// keeps an object's `Arc` until a watch event replaces it, so an object
+/// whose pointer is unchanged is the one this view was read from: a pass
+/// reads again only what changed since the last one. Each entry keeps its
+/// object alive, so that its address cannot be reused by another.
+#[derive(Default)]
+pub(crate) struct LeaseViews {
+    by_object: HashMap<usize, CachedView>,
+    /// Counts the calls: an entry not marked with the current one is gone.
+    generation: u64,
+}
+
+struct CachedView {
+    /// Held so that no other object can be stored at its address.
+    _object: Arc<NetworkEndpoint>,
+    view: Option<Arc<Lease>>,
+    seen: u64,
+}
+
+impl LeaseViews {
+    /// The views of `objects` (no view for a hold or a malformed object),
+    /// reading only the objects not seen in the last call; forgets the rest.
+    pub(crate) fn of(&mut self, objects: &[Arc<NetworkEndpoint>]) -> Vec<Arc<Lease>> {
+        self.generation += 1;
+        let seen = self.generation;
+        let mut out = Vec::with_capacity(objects.len());
+        for ep in objects {
+            let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| CachedView {
+                _object: ep.clone(),
+                view: Lease::of(ep).map(Arc::new),
+                seen,
+            });
+            cached.seen = seen;
+            if let Some(v) = &cached.view {
+                out.push(v.clone());
+            }
+        }
+        self.by_object.retain(|_, c| c.seen == seen);
+        out
+    }
+
+    #[cfg(test)]
+    fn cached(&self) -> usize {
+        self.by_object.len()
+    }
 }
 
 /// Runs a reflector for `stream`'s objects, waking `notify` on every event
@@ -149,7 +197,18 @@ impl Stores {
             c.metadata.managed_fields = None;
         });
         spawn_reflector(w, claim_stream, notify.clone(), "ipamclaims", Some(claims_listed.clone()));
-        Ok(Stores { leases, nodes, pods, needs, net_conf, pools_param, statefulsets, claims, claims_listed })
+        Ok(Stores {
+            leases,
+            nodes,
+            pods,
+            needs,
+            net_conf,
+            pools_param,
+            statefulsets,
+            claims,
+            claims_listed,
+            views: Mutex::default(),
+        })
     }
 
     /// Returns once every store has its first list (the claims excepted:
@@ -201,6 +260,11 @@ impl Stores {
         out
     }
 
+    /// The leases and holds in the store.
+    pub fn lease_count(&self) -> usize {
+        self.leases.len()
+    }
+
     /// The snapshot the decisions run over: the stores' objects as the
     /// decisions read them, `needs` (checked by the caller) and the
     /// capacities and sticky networks of `networks`.
@@ -215,7 +279,7 @@ impl Stores {
             waiters: self.waiters(),
             believed: HashMap::new(),
             ranges,
-            leases: objects.iter().filter_map(|ep| Lease::of(ep)).collect(),
+            leases: self.views.lock().unwrap_or_else(PoisonError::into_inner).of(&objects),
             holds: objects.iter().filter_map(|ep| Hold::of(ep)).collect(),
             nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
@@ -258,6 +322,40 @@ impl Stores {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn endpoint(ip: &str, node: &str) -> Arc<NetworkEndpoint> {
+        let spec = netendpoint_crd::NetworkEndpointSpec {
+            pool: "p".into(),
+            ip: ip.into(),
+            prefix_length: 24,
+            node: node.into(),
+            ..Default::default()
+        };
+        let mut ep = NetworkEndpoint::new(&netendpoint_crd::endpoint_name("p", ip.parse().unwrap()), spec);
+        ep.metadata.uid = Some(format!("uid-{ip}"));
+        Arc::new(ep)
+    }
+
+    #[test]
+    fn a_pass_reads_again_only_the_leases_the_watch_replaced() {
+        let mut views = LeaseViews::default();
+        let (a, b) = (endpoint("10.0.0.1", "n1"), endpoint("10.0.0.2", "n1"));
+        let first = views.of(&[a.clone(), b.clone()]);
+        assert_eq!(first.iter().map(|l| l.node.as_str()).collect::<Vec<_>>(), ["n1", "n1"]);
+        // Unchanged objects: the very same views, not read again.
+        let second = views.of(&[a.clone(), b.clone()]);
+        assert!(first.iter().zip(&second).all(|(x, y)| Arc::ptr_eq(x, y)));
+        // The watch replaced b (another node now) and removed a.
+        let b2 = endpoint("10.0.0.2", "n2");
+        let third = views.of(&[b2]);
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0].node, "n2", "a replaced object is read again");
+        assert_eq!(views.cached(), 1, "what left the store is forgotten");
+        // A hold has no lease view, and is remembered as such.
+        let mut hold = (*endpoint("10.0.0.3", "n1")).clone();
+        hold.spec.role = Some(netendpoint_crd::Role::Hold);
+        assert!(views.of(&[Arc::new(hold)]).is_empty());
+    }
 
     #[test]
     fn capacities_come_from_every_netendpoint_ipam_section_and_skip_the_rest() {

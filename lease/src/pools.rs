@@ -5,6 +5,7 @@
 //!
 //! No API calls here: each caller feeds what it listed or watched.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -64,13 +65,17 @@ impl PoolStats {
 }
 
 /// Figures of every pool that has a lease or a known capacity, by pool.
-pub fn pool_stats(leases: &[Lease], capacity: &HashMap<String, Capacity>, now: Timestamp) -> Vec<PoolStats> {
+pub fn pool_stats<L: Borrow<Lease>>(
+    leases: &[L],
+    capacity: &HashMap<String, Capacity>,
+    now: Timestamp,
+) -> Vec<PoolStats> {
     let mut pools: BTreeMap<String, PoolStats> = BTreeMap::new();
     for (pool, cap) in capacity {
         let s = pools.entry(pool.clone()).or_default();
         s.capacity = Some(cap.total());
     }
-    for l in leases {
+    for l in leases.iter().map(Borrow::borrow) {
         let s = pools.entry(l.pool.clone()).or_default();
         match l.releasing_since {
             None => s.in_use += 1,

@@ -120,7 +120,12 @@ fn settings() -> Settings {
 
 fn world(leases: Vec<Lease>) -> World {
     let pod_uids = leases.iter().filter_map(|l| l.pod_uid().map(str::to_string)).collect();
-    World { leases, nodes: ["n1".to_string()].into(), pod_uids, ..World::default() }
+    World {
+        leases: leases.into_iter().map(Arc::new).collect(),
+        nodes: ["n1".to_string()].into(),
+        pod_uids,
+        ..World::default()
+    }
 }
 
 fn with_claim(mut w: World, uid: &str, ips: &[&str]) -> World {
@@ -212,7 +217,7 @@ fn a_releasing_lease_of_a_vanished_node_is_left_to_its_finalizers() {
 fn pod_gone_cleanup_respects_its_grace_its_off_switch_and_living_pods() {
     let mut w = world(vec![Lease::test("10.0.0.1"), Lease::test("10.0.0.2"), Lease::test("10.0.0.3")]);
     w.pod_uids.remove("pod-10.0.0.1");
-    w.leases[2].pod = None; // no Pod named: never a leak
+    Arc::make_mut(&mut w.leases[2]).pod = None; // no Pod named: never a leak
     let mut m = Memory::default();
     let s = settings();
     assert!(decide(&w, &s, &mut m, t(0)).actions.is_empty());
@@ -301,7 +306,7 @@ fn an_incarnation_is_created_only_once_the_previous_one_is_gone() {
     w.holds = vec![hold("10.0.0.5", 1, Some(2))];
     assert!(decide(&w, &s, &mut Memory::default(), t(0)).actions.is_empty());
     // Releasing, young: nothing yet; stuck past its bound: forced for the hold.
-    w.leases = vec![Lease::test("10.0.0.5").incarnation(1).releasing_since(0, 30)];
+    w.leases = vec![Arc::new(Lease::test("10.0.0.5").incarnation(1).releasing_since(0, 30))];
     let mut m = Memory::default();
     let d = decide(&w, &s, &mut m, t(10));
     assert!(d.actions.is_empty());
@@ -616,7 +621,7 @@ fn the_queue_is_served_in_arrival_order_and_entries_nobody_waits_for_are_dropped
     assert!(d.actions.is_empty(), "written once, though the watch is behind: {:?}", kinds(&d));
     // .5's release ends: it is free now, and stays z-first's; .4 is released and goes to m-third.
     w.leases.retain(|l| l.name != "p.10.0.0.5");
-    w.leases[2] = Lease::test("10.0.0.4").releasing_since(41, 600);
+    w.leases[2] = Arc::new(Lease::test("10.0.0.4").releasing_since(41, 600));
     for x in &mut w.waiters {
         x.status = m.promised.get(&x.uid).cloned().unwrap_or_default();
     }
@@ -631,7 +636,7 @@ fn a_pool_of_unknown_ranges_promises_the_addresses_it_saw_allocated_once_they_ar
     let s = settings();
     // No network config for pool p: only what was seen allocated is known in range.
     let mut w = world(vec![Lease::test("10.0.0.2"), Lease::test("10.0.0.3"), Lease::test("10.0.0.7")]);
-    w.leases[2].static_ip = true;
+    Arc::make_mut(&mut w.leases[2]).static_ip = true;
     w.waiters = vec![waiter("first", 100, 60), waiter("second", 101, 60)];
     w.believed = w.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
     let mut m = Memory::default();
