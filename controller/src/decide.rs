@@ -370,6 +370,19 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
     pass.decision
 }
 
+/// The queues alone: what [`decide`] decides for the waiting ADDs (the
+/// promises, the releases forced for them, the entries dropped), and
+/// nothing else. `world` may hold only the leases and holds of the waiters'
+/// pools, since serving a pool's queue reads nothing of another pool: a
+/// release reaches its waiter without a pass over every lease of the
+/// cluster. What it writes is remembered in `memory` as [`decide`] would,
+/// so the next full pass does not write it again.
+pub fn serve_queues(world: &World, settings: &Settings, memory: &mut Memory, now: Timestamp) -> Decision {
+    let mut pass = Pass { world, settings, memory, now, decision: Decision::default() };
+    pass.serve_queue();
+    pass.decision
+}
+
 /// The key of a decision to end `hold` for its own reasons: per
 /// resourceVersion, since the executor's releasing patch tests it. A
 /// request that landed in between wins, and once the hold has changed the

@@ -44,6 +44,7 @@ pub struct Metrics {
     summary_writes: Counter,
     leader: Gauge,
     pass_seconds: Histogram,
+    queue_pass_seconds: Histogram,
 }
 
 /// Buckets of [`Metrics::observe_pass`], in seconds: a pass over a few
@@ -76,6 +77,7 @@ impl Metrics {
             summary_writes: Counter::default(),
             leader: Gauge::default(),
             pass_seconds: Histogram::new(PASS_BUCKETS),
+            queue_pass_seconds: Histogram::new(PASS_BUCKETS),
             registry: Registry::default(),
         };
         registry.register(
@@ -128,6 +130,11 @@ impl Metrics {
             "controller_pass_duration_seconds",
             "Time a pass took: the snapshot, the decisions, their writes and the summaries' (a release reaches its waiter a pass after it ends)",
             m.pass_seconds.clone(),
+        );
+        registry.register(
+            "controller_queue_pass_duration_seconds",
+            "Time a pass that served only the queues took, over the waiters' pools alone (the leader, while ADDs wait)",
+            m.queue_pass_seconds.clone(),
         );
         Self { registry, ..m }
     }
@@ -200,6 +207,11 @@ impl Metrics {
         self.pass_seconds.observe(d.as_secs_f64());
     }
 
+    /// Records a pass over the queues alone that took `d`.
+    pub fn observe_queue_pass(&self, d: std::time::Duration) {
+        self.queue_pass_seconds.observe(d.as_secs_f64());
+    }
+
     /// Sets whether this replica leads.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -242,6 +254,7 @@ mod tests {
         m.set_pools(&stats);
         m.forced("p");
         m.observe_pass(Duration::from_millis(30));
+        m.observe_queue_pass(Duration::from_millis(2));
         let text = m.render();
         for line in [
             "netendpoint_pool_in_use{pool=\"p\"} 1",
@@ -254,6 +267,7 @@ mod tests {
             "netendpoint_controller_pass_duration_seconds_count 1",
             "netendpoint_controller_pass_duration_seconds_bucket{le=\"0.025\"} 0",
             "netendpoint_controller_pass_duration_seconds_bucket{le=\"0.05\"} 1",
+            "netendpoint_controller_queue_pass_duration_seconds_bucket{le=\"0.0025\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::context::Context;
 use crate::decide::{self, Decision, Memory, Settings};
@@ -18,6 +18,10 @@ use tracing::warn;
 
 /// A pass that takes this long is logged.
 const SLOW_PASS: Duration = Duration::from_secs(1);
+
+/// While ADDs wait, a full pass is due this many times its own duration
+/// after the last one ended; the passes between serve only the queues.
+const FULL_PASS_SPACING: u32 = 2;
 
 /// The longest pause between two passes when nothing changes.
 const IDLE_PASS: Duration = Duration::from_secs(30);
@@ -64,6 +68,8 @@ pub struct Passes {
     pools_param: Option<(String, String)>,
     pool_status: Option<PoolStatusWriter>,
     term: Term,
+    /// When the next full pass is due, if queue passes serve the waiters until then.
+    full_due: Option<Instant>,
 }
 
 impl Passes {
@@ -76,13 +82,14 @@ impl Passes {
         pools_param: Option<(String, String)>,
         pool_status: Option<PoolStatusWriter>,
     ) -> Self {
-        Self { ctl, stores, settings, pools_param, pool_status, term: Term::default() }
+        Self { ctl, stores, settings, pools_param, pool_status, term: Term::default(), full_due: None }
     }
 
     /// Starts a new leadership term: every grace starts again, and every
     /// summary and pool status is written again.
     pub fn new_term(&mut self) {
         self.term = Term::default();
+        self.full_due = None;
         if let Some(w) = self.pool_status.as_mut() {
             w.reset();
         }
@@ -92,10 +99,26 @@ impl Passes {
     /// the actions on the leader. Its duration is exported, and a slow one
     /// is logged: a release waits for the pass in progress and the next one
     /// before its waiter is promised it.
+    ///
+    /// On the leader, while ADDs wait, every pass first serves the queues
+    /// alone ([`Self::queue_pass`]), and the full pass follows only when
+    /// it is due: [`FULL_PASS_SPACING`] times its last duration after it
+    /// ended. A release then reaches its waiter without waiting for a pass
+    /// over every lease of the cluster.
     pub async fn pass(&mut self, is_leader: bool) -> Decision {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
+        let queued = if is_leader { self.queue_pass().await } else { None };
+        if let (Some(mut d), Some(due)) = (queued, self.full_due)
+            && started < due
+        {
+            let until = due - started;
+            d.look_again_in = Some(d.look_again_in.map_or(until, |x| x.min(until)));
+            return d;
+        }
+        let started = Instant::now();
         let decision = self.one_pass(is_leader).await;
         let took = started.elapsed();
+        self.full_due = Some(Instant::now() + took * FULL_PASS_SPACING);
         self.ctl.metrics.observe_pass(took);
         if took >= SLOW_PASS {
             warn!(
@@ -105,6 +128,38 @@ impl Passes {
             );
         }
         decision
+    }
+
+    /// Serves the queues over the waiters' pools alone (see
+    /// [`decide::serve_queues`]): their entries checked, the promises and
+    /// the releases forced for them written, then those pools' summaries,
+    /// so that a promised address counts as taken. `None` when no ADD waits.
+    async fn queue_pass(&mut self) -> Option<Decision> {
+        let started = Instant::now();
+        let ctl = &*self.ctl;
+        let now = ctl.clock.now()?;
+        let networks = self.stores.networks();
+        let mut world = self.stores.queue_world(&networks)?;
+        let term = &mut self.term;
+        world.believed = term.needs.check_entries(&ctl.client, &world.waiters).await;
+        let mut decision = decide::serve_queues(&world, &self.settings, &mut term.memory, now);
+        for action in &decision.actions {
+            act::act(ctl, action).await;
+        }
+        let pools: HashSet<String> = world.waiters.iter().map(|w| w.pool.clone()).collect();
+        // As the full pass would: the summaries of these pools' leases, and
+        // an empty one for those of them that a network config names.
+        let configured: HashSet<String> =
+            networks.iter().map(|n| n.pool.clone()).filter(|p| pools.contains(p)).collect();
+        let promised = decide::promised(&world, &decision);
+        let wanted = summary::wanted(&world.leases, &world.holds, &promised, &configured);
+        let later = term.summaries.sync_pools(&ctl.client, &wanted, now, Some(&pools)).await;
+        ctl.metrics.add_summary_writes(term.summaries.take_writes());
+        if let Some(l) = later {
+            decision.look_again_in = Some(decision.look_again_in.map_or(l, |d| d.min(l)));
+        }
+        ctl.metrics.observe_queue_pass(started.elapsed());
+        Some(decision)
     }
 
     async fn one_pass(&mut self, is_leader: bool) -> Decision {

@@ -92,6 +92,14 @@ pub fn wanted<'a, L: Borrow<Lease>>(
 /// Per shard of a pool (by its first address): leased and releasing addresses.
 pub type PoolCounts = BTreeMap<IpAddr, (u16, u16)>;
 
+/// The summary writes due in a sync.
+#[derive(Debug, Default, PartialEq)]
+struct Due {
+    shards: Vec<((String, IpAddr), ShardView)>,
+    pools: Vec<(String, PoolCounts)>,
+    later: Option<Duration>,
+}
+
 /// What was last written, and when.
 #[derive(Default)]
 pub struct SummaryWriter {
@@ -121,10 +129,46 @@ impl SummaryWriter {
 
     /// Writes what is due; returns when to look again for what is not.
     pub async fn sync(&mut self, client: &Client, wanted: &Wanted, now: Timestamp) -> Option<Duration> {
+        self.sync_pools(client, wanted, now, None).await
+    }
+
+    /// [`Self::sync`] of the pools in `only` (all with `None`): `wanted`
+    /// then says what those pools' summaries should say, and nothing of
+    /// the others is written.
+    pub async fn sync_pools(
+        &mut self,
+        client: &Client,
+        wanted: &Wanted,
+        now: Timestamp,
+        only: Option<&HashSet<String>>,
+    ) -> Option<Duration> {
         if self.missing {
             return None;
         }
         let at = Instant::now();
+        let due = self.due(wanted, at, only);
+        for ((pool, first), view) in due.shards {
+            if self.write_shard(client, &pool, first, &view, now).await {
+                self.shards.insert((pool, first), (view, at));
+            }
+        }
+        for (pool, counts) in due.pools {
+            if self.write_pool(client, &pool, &counts, now).await {
+                self.pools.insert(pool, (counts, at));
+            }
+        }
+        let later = due.later;
+        match (later, self.confirm_in(wanted, at)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The writes due at `at` for `wanted`, of the pools in `only` (all
+    /// with `None`), and when the first of those held back by
+    /// [`MIN_INTERVAL`] is due.
+    fn due(&self, wanted: &Wanted, at: Instant, only: Option<&HashSet<String>>) -> Due {
+        let ours = |pool: &str| only.is_none_or(|o| o.contains(pool));
         let mut later: Option<Duration> = None;
         let mut due = |last: Option<Instant>, changed: bool, confirm: bool| -> bool {
             match last {
@@ -143,51 +187,35 @@ impl SummaryWriter {
                 }
             }
         };
-        let mut shard_writes = Vec::new();
-        for (key, view) in &wanted.shards {
+        let mut shards = Vec::new();
+        for (key, view) in wanted.shards.iter().filter(|((pool, _), _)| ours(pool)) {
             let last = self.shards.get(key);
             if due(last.map(|(_, t)| *t), last.is_none_or(|(v, _)| v != view), false) {
-                shard_writes.push((key.clone(), *view));
+                shards.push((key.clone(), *view));
             }
         }
         // Shards that lost their last lease are written empty once.
-        for key in self.shards.keys() {
-            if !wanted.shards.contains_key(key) && self.shards[key].0 != ShardView::default() {
-                let last = self.shards.get(key).map(|(_, t)| *t);
-                if due(last, true, false) {
-                    shard_writes.push((key.clone(), ShardView::default()));
-                }
+        for (key, (view, t)) in self.shards.iter().filter(|((pool, _), _)| ours(pool)) {
+            if !wanted.shards.contains_key(key) && *view != ShardView::default() && due(Some(*t), true, false) {
+                shards.push((key.clone(), ShardView::default()));
             }
         }
-        let mut pool_writes = Vec::new();
-        for (pool, counts) in &wanted.pools {
+        let mut pools = Vec::new();
+        for (pool, counts) in wanted.pools.iter().filter(|(pool, _)| ours(pool)) {
             let last = self.pools.get(pool);
             let confirm = last.is_some_and(|(_, t)| at.duration_since(*t) >= CONFIRM_EVERY);
             if due(last.map(|(_, t)| *t), last.is_none_or(|(c, _)| c != counts), confirm) {
-                pool_writes.push((pool.clone(), counts.clone()));
-            }
-        }
-        for ((pool, first), view) in shard_writes {
-            if self.write_shard(client, &pool, first, &view, now).await {
-                self.shards.insert((pool, first), (view, at));
+                pools.push((pool.clone(), counts.clone()));
             }
         }
         // Pools that lost their last lease (and are in no network config)
         // are written empty once, then no longer confirmed.
-        for (pool, (counts, t)) in &self.pools {
+        for (pool, (counts, t)) in self.pools.iter().filter(|(pool, _)| ours(pool)) {
             if !wanted.pools.contains_key(pool) && !counts.is_empty() && due(Some(*t), true, false) {
-                pool_writes.push((pool.clone(), PoolCounts::new()));
+                pools.push((pool.clone(), PoolCounts::new()));
             }
         }
-        for (pool, counts) in pool_writes {
-            if self.write_pool(client, &pool, &counts, now).await {
-                self.pools.insert(pool, (counts, at));
-            }
-        }
-        match (later, self.confirm_in(wanted, at)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        Due { shards, pools, later }
     }
 
     /// How long until the next pool summary is due to be confirmed. Only
@@ -333,6 +361,32 @@ mod tests {
         assert_eq!(w.pools["p"][&first], (3, 1));
         assert_eq!(w.pools["p"].len(), 2);
         assert!(w.pools["empty"].is_empty());
+    }
+
+    #[test]
+    fn a_sync_of_some_pools_writes_nothing_of_the_others() {
+        let at = Instant::now();
+        let long_ago = at.checked_sub(Duration::from_secs(3600)).unwrap_or(at);
+        let mut writer = SummaryWriter::default();
+        // Both pools were written with a lease an hour ago.
+        let mut view = ShardView::default();
+        view.leased.set(2);
+        for (pool, first) in [("p", "10.0.0.0"), ("big", "10.1.0.0")] {
+            let first: IpAddr = first.parse().unwrap();
+            writer.shards.insert((pool.to_string(), first), (view, long_ago));
+            writer.pools.insert(pool.to_string(), (PoolCounts::from([(first, (1, 0))]), long_ago));
+        }
+        // A queue pass's snapshot: pool p only, whose lease is now releasing.
+        let only: HashSet<String> = ["p".to_string()].into();
+        let wanted_p = wanted(&[lease("10.0.0.2", true)], &[], &[], &only);
+        let due = writer.due(&wanted_p, at, Some(&only));
+        let written: Vec<&str> =
+            due.shards.iter().map(|((p, _), _)| p.as_str()).chain(due.pools.iter().map(|(p, _)| p.as_str())).collect();
+        assert_eq!(written, ["p", "p"], "p's shard and pool, and nothing of big: {due:?}");
+        // The same snapshot synced as a whole would empty big's summaries.
+        let all = writer.due(&wanted_p, at, None);
+        assert!(all.shards.iter().any(|((p, _), v)| p == "big" && *v == ShardView::default()), "{all:?}");
+        assert!(all.pools.iter().any(|(p, c)| p == "big" && c.is_empty()), "{all:?}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! polling): [`Stores`], and the snapshot of them the decisions run over
 //! ([`Stores::world`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -80,6 +80,22 @@ impl LeaseViews {
         }
         self.by_object.retain(|_, c| c.seen == seen);
         out
+    }
+
+    /// The views of `objects`, a part of the store: read as [`Self::of`]
+    /// reads them, and kept for it, but forgetting nothing.
+    pub(crate) fn some<'o>(&mut self, objects: impl Iterator<Item = &'o Arc<NetworkEndpoint>>) -> Vec<Arc<Lease>> {
+        let seen = self.generation;
+        objects
+            .filter_map(|ep| {
+                let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| CachedView {
+                    _object: ep.clone(),
+                    view: Lease::of(ep).map(Arc::new),
+                    seen,
+                });
+                cached.view.clone()
+            })
+            .collect()
     }
 
     #[cfg(test)]
@@ -263,6 +279,43 @@ impl Stores {
     /// The leases and holds in the store.
     pub fn lease_count(&self) -> usize {
         self.leases.len()
+    }
+
+    /// The snapshot a queue pass runs over: the waiters, and the leases,
+    /// holds, ranges and capacities of their pools only; `None` when no ADD
+    /// waits. Finding those leases compares each stored object's pool, and
+    /// reads only theirs.
+    pub fn queue_world(&self, networks: &[IpamConfig]) -> Option<World> {
+        let waiters = self.waiters();
+        if waiters.is_empty() {
+            return None;
+        }
+        let pools: HashSet<&str> = waiters.iter().map(|w| w.pool.as_str()).collect();
+        let objects = self.leases.state();
+        let theirs: Vec<&Arc<NetworkEndpoint>> =
+            objects.iter().filter(|ep| pools.contains(ep.spec.pool.as_str())).collect();
+        let leases = self.views.lock().unwrap_or_else(PoisonError::into_inner).some(theirs.iter().copied());
+        let holds = theirs.iter().filter_map(|ep| Hold::of(ep)).collect();
+        let mut world = World {
+            leases,
+            holds,
+            capacity: capacities(networks).into_iter().filter(|(p, _)| pools.contains(p.as_str())).collect(),
+            capacity_bound: self
+                .pools_param()
+                .unwrap_or_default()
+                .iter()
+                .filter(|(pool, _)| pools.contains(pool.as_str()))
+                .filter_map(|(pool, entry)| {
+                    Some((pool.clone(), netendpoint_netconf::networks::admission_capacity(entry)?))
+                })
+                .collect(),
+            ..World::default()
+        };
+        for n in networks.iter().filter(|n| pools.contains(n.pool.as_str())) {
+            world.ranges.entry(n.pool.clone()).or_insert_with(|| n.range_sets.clone());
+        }
+        world.waiters = waiters;
+        Some(world)
     }
 
     /// The snapshot the decisions run over: the stores' objects as the

@@ -631,6 +631,69 @@ fn the_queue_is_served_in_arrival_order_and_entries_nobody_waits_for_are_dropped
     );
 }
 
+/// A queue pass reads only the waiters' pools: it must decide for them
+/// what a full pass over the whole cluster decides, and leave nothing for
+/// the full pass to write again.
+#[test]
+fn the_queues_alone_are_served_as_a_full_pass_serves_them_from_their_pools_alone() {
+    let s = settings();
+    let big = |ip: &str, node: &str| {
+        let mut l = Lease::test(ip);
+        l.name = format!("big.{ip}");
+        l.pool = "big".into();
+        l.node = node.into();
+        l
+    };
+    let mut leases = vec![
+        Lease::test("10.0.0.2"),
+        Lease::test("10.0.0.3").releasing_since(10, 600),
+        Lease::test("10.0.0.4"),
+        Lease::test("10.0.0.5").releasing_since(5, 30),
+        Lease::test("10.0.0.6"),
+    ];
+    // Another pool, with a release of its own and a lease of a node that vanished.
+    leases.extend([big("10.1.0.2", "n1"), big("10.1.0.3", "n1").releasing_since(1, 600), big("10.1.0.4", "gone")]);
+    let mut full = world(leases);
+    full.ranges.insert("p".into(), ranges("10.0.0.0/29"));
+    full.ranges.insert("big".into(), ranges("10.1.0.0/29"));
+    full.waiters = vec![waiter("first", 100, 60), waiter("second", 105, 60), waiter("third", 110, 60)];
+    full.waiters.push(waiter("gone-pod", 90, 60));
+    full.believed = full.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
+    full.believed.insert("uid-gone-pod".into(), Err("its Pod does not exist".into()));
+    let mut only_p = World {
+        leases: full.leases.iter().filter(|l| l.pool == "p").cloned().collect(),
+        waiters: full.waiters.clone(),
+        believed: full.believed.clone(),
+        ..World::default()
+    };
+    only_p.ranges.insert("p".into(), ranges("10.0.0.0/29"));
+
+    let (mut by_queue, mut by_full) = (Memory::default(), Memory::default());
+    let queued = kinds(&serve_queues(&only_p, &s, &mut by_queue, t(40)));
+    assert_eq!(
+        queued,
+        [
+            "drop gone-pod (its Pod does not exist)",
+            "force p.10.0.0.5 for Need(\"first\")",
+            "promise 10.0.0.5~ to first (1/3)",
+            "promise 10.0.0.3~ to second (2/3)",
+            "queue third (3/3)",
+        ]
+    );
+    assert_eq!(queued, kinds(&decide(&full, &s, &mut by_full, t(40))), "as the full pass decides");
+    let after = decide(&full, &s, &mut by_queue, t(40));
+    assert!(after.actions.is_empty(), "a full pass after the queue pass writes nothing again: {:?}", kinds(&after));
+    // .5's release ends: free now, and still first's; the full pass agrees.
+    for w in [&mut only_p, &mut full] {
+        w.leases.retain(|l| l.name != "p.10.0.0.5");
+        for x in &mut w.waiters {
+            x.status = by_queue.promised.get(&x.uid).cloned().unwrap_or_default();
+        }
+    }
+    assert_eq!(kinds(&serve_queues(&only_p, &s, &mut by_queue, t(41))), ["promise 10.0.0.5 to first (1/3)"]);
+    assert!(decide(&full, &s, &mut by_queue, t(41)).actions.is_empty());
+}
+
 #[test]
 fn a_pool_of_unknown_ranges_promises_the_addresses_it_saw_allocated_once_they_are_free() {
     let s = settings();

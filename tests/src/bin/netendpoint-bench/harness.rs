@@ -572,6 +572,13 @@ impl Ctx {
         text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
+    /// The benchmark controller's passes so far, full (`kind` "") or over
+    /// the queues alone (`kind` "queue_"): how many, and their total seconds.
+    pub(crate) fn controller_passes(&self, kind: &str) -> (f64, f64) {
+        let get = |s: &str| self.controller_metric(&format!("netendpoint_controller_{kind}{s}")).unwrap_or(0.0);
+        (get("pass_duration_seconds_count"), get("pass_duration_seconds_sum"))
+    }
+
     /// Summary writes of the benchmark's controller so far.
     pub(crate) fn summary_writes(&self) -> f64 {
         self.controller_metric("netendpoint_summary_writes_total").unwrap_or(0.0)

@@ -41,6 +41,7 @@ pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: us
     let fails = Mutex::new(Vec::new());
     let per_node = cycles / nodes.len();
     let before = ctx.metrics();
+    let passes_before = [ctx.controller_passes(""), ctx.controller_passes("queue_")];
     let wall = Instant::now();
     std::thread::scope(|s| {
         for (((k, conf), node), mut mine) in confs.iter().enumerate().zip(&nodes).zip(held) {
@@ -72,6 +73,7 @@ pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: us
     });
     let wall = wall.elapsed();
     let after = ctx.metrics();
+    let passes_after = [ctx.controller_passes(""), ctx.controller_passes("queue_")];
     let fails = fails.into_inner().unwrap();
     report_failures("tiny", nodes.len(), &fails);
     let s = Stats::of(lat.into_inner().unwrap(), fails.len(), wall);
@@ -107,6 +109,16 @@ pub(crate) fn bench_tiny_beside(ctx: &Ctx, report: &mut String, other_leases: us
         c.conflicts / n,
         c.lists,
         c.scanned / n
+    );
+    let [(full, full_s), (queue, queue_s)] =
+        [0, 1].map(|i| (passes_after[i].0 - passes_before[i].0, passes_after[i].1 - passes_before[i].1));
+    let _ = writeln!(
+        report,
+        "Meanwhile the controller made {full:.0} full passes, {:.1} ms each on average \
+         (`netendpoint_controller_pass_duration_seconds`), and {queue:.0} passes over the waiting ADDs' pool alone, {:.1} ms each \
+         (`netendpoint_controller_queue_pass_duration_seconds`), which serve the queue between full passes.\n",
+        full_s * 1000.0 / full.max(1.0),
+        queue_s * 1000.0 / queue.max(1.0)
     );
     ctx.delete_pool(pool);
 }
