@@ -78,9 +78,13 @@ async fn promise(
             action: REASON_WAITING_FOR_IP.into(),
             secondary: None,
         };
-        if let Err(e) = ctl.recorder.publish(&ev, &regarding).await {
-            warn!(error = %e, "cannot record event");
-        }
+        // For people: written beside the pass, which the next promise may be waiting for.
+        let recorder = ctl.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&ev, &regarding).await {
+                warn!(error = %e, "cannot record event");
+            }
+        });
     }
     Ok(())
 }

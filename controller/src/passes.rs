@@ -14,7 +14,7 @@ use crate::pools_param::PoolsParamWriter;
 use crate::summary::{self, SummaryWriter};
 use crate::watches::Stores;
 use crate::{act, metrics, needs};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// A pass that takes this long is logged.
 const SLOW_PASS: Duration = Duration::from_secs(1);
@@ -140,12 +140,16 @@ impl Passes {
         let now = ctl.clock.now()?;
         let networks = self.stores.networks();
         let mut world = self.stores.queue_world(&networks)?;
+        let read = started.elapsed();
         let term = &mut self.term;
         world.believed = term.needs.check_entries(&ctl.client, &world.waiters).await;
+        let checked = started.elapsed();
         let mut decision = decide::serve_queues(&world, &self.settings, &mut term.memory, now);
+        let decided = started.elapsed();
         for action in &decision.actions {
             act::act(ctl, action).await;
         }
+        let acted = started.elapsed();
         let pools: HashSet<String> = world.waiters.iter().map(|w| w.pool.clone()).collect();
         // As the full pass would: the summaries of these pools' leases, and
         // an empty one for those of them that a network config names.
@@ -158,7 +162,20 @@ impl Passes {
         if let Some(l) = later {
             decision.look_again_in = Some(decision.look_again_in.map_or(l, |d| d.min(l)));
         }
-        ctl.metrics.observe_queue_pass(started.elapsed());
+        let took = started.elapsed();
+        ctl.metrics.observe_queue_pass(took);
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        debug!(
+            waiters = world.waiters.len(),
+            leases = world.leases.len(),
+            actions = decision.actions.len(),
+            snapshot_ms = ms(read),
+            entries_checked_ms = ms(checked - read),
+            decided_ms = ms(decided - checked),
+            written_ms = ms(acted - decided),
+            summaries_ms = ms(took - acted),
+            "queue pass"
+        );
         Some(decision)
     }
 

@@ -537,7 +537,7 @@ impl Ctx {
             .args(["--identity", "bench", "--lease-name", "bench-controller", "--lease-namespace", "default"])
             .args(["--net-conf", "", "--pools-param", "", "--pod-gone-grace", "off", "--vanished-node-grace", "24h"])
             .args(["--listen", &format!("127.0.0.1:{CONTROLLER_PORT}")])
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", std::env::var("BENCH_CONTROLLER_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

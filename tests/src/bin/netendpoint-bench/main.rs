@@ -26,7 +26,9 @@
 //! `BENCH_ONLY=case,case` runs only those cases (latency, requests, full24,
 //! scale, reuse, replace, exclude, status, nodes, footprint, controller,
 //! stopped, sticky, fanout, admission, churn, large),
-//! prints the report and writes no file.
+//! prints the report and writes no file. `BENCH_CONTROLLER_LOG` is the
+//! controller's `RUST_LOG` (default `warn`; its log is `controller.log` in
+//! the run's work directory).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
