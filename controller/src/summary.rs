@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -147,10 +148,21 @@ impl SummaryWriter {
         }
         let at = Instant::now();
         let due = self.due(wanted, at, only);
-        for ((pool, first), view) in due.shards {
-            if self.write_shard(client, &pool, first, &view, now).await {
-                self.shards.insert((pool, first), (view, at));
+        // Many shards change at once in a fill or a churn of a large pool:
+        // written a few at a time, not one after the other, so that the
+        // pass (and the queues it serves) does not wait seconds for them.
+        let created = &self.created_shards;
+        let writes = due.shards.into_iter().map(|((pool, first), view)| {
+            let name = endpoint_name(&pool, first);
+            let exists = created.contains(&name);
+            async move {
+                let outcome = write_shard(client, &pool, first, &view, now, exists).await;
+                (name, (pool, first), view, outcome)
             }
+        });
+        let outcomes: Vec<_> = futures::stream::iter(writes).buffer_unordered(WRITES_IN_FLIGHT).collect().await;
+        for (name, key, view, outcome) in outcomes {
+            self.settle(name, key, view, outcome, at);
         }
         for (pool, counts) in due.pools {
             if self.write_pool(client, &pool, &counts, now).await {
@@ -161,6 +173,24 @@ impl SummaryWriter {
         match (later, self.confirm_in(wanted, at)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// Notes how the write of shard `name` (`key`) as `view` at `at` ended:
+    /// a written view is not written again until it changes, a failed one
+    /// is due again, and a missing resource stops the summaries.
+    fn settle(&mut self, name: String, key: (String, IpAddr), view: ShardView, outcome: ShardWrite, at: Instant) {
+        match outcome {
+            ShardWrite::Written => {
+                self.writes += 1;
+                self.created_shards.insert(name);
+                self.shards.insert(key, (view, at));
+            }
+            ShardWrite::NotCreated => {}
+            ShardWrite::NotPatched => {
+                self.created_shards.remove(&name);
+            }
+            ShardWrite::NotInstalled => self.missing = true,
         }
     }
 
@@ -231,54 +261,6 @@ impl SummaryWriter {
             .min()
     }
 
-    async fn write_shard(
-        &mut self,
-        client: &Client,
-        pool: &str,
-        first: IpAddr,
-        view: &ShardView,
-        now: Timestamp,
-    ) -> bool {
-        let api: Api<NetworkEndpointShard> = Api::all(client.clone());
-        let name = endpoint_name(pool, first);
-        if !self.created_shards.contains(&name) {
-            let obj = NetworkEndpointShard::new(
-                &name,
-                NetworkEndpointShardSpec { pool: pool.to_string(), first: first.to_string() },
-            );
-            match api.create(&PostParams::default(), &obj).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    warn!("the NetworkEndpointShard resource is not installed: no summaries (apply deploy/crd.yaml)");
-                    self.missing = true;
-                    return false;
-                }
-                Err(e) => {
-                    warn!(shard = %name, error = %e, "cannot create the shard summary");
-                    return false;
-                }
-            }
-            self.created_shards.insert(name.clone());
-        }
-        let mut status = view.status();
-        status.updated_at = Some(Time(now));
-        let patch = serde_json::json!({ "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointShard", "status": status });
-        let pp = PatchParams::apply(MANAGER).force();
-        match api.patch_status(&name, &pp, &Patch::Apply(patch)).await {
-            Ok(_) => {
-                self.writes += 1;
-                debug!(shard = %name, leased = view.leased.count(), releasing = view.releasing.count(), "shard summary written");
-                true
-            }
-            Err(e) => {
-                self.created_shards.remove(&name);
-                warn!(shard = %name, error = %e, "cannot write the shard summary");
-                false
-            }
-        }
-    }
-
     async fn write_pool(
         &mut self,
         client: &Client,
@@ -322,6 +304,67 @@ impl SummaryWriter {
     }
 }
 
+/// Summary writes in flight at once.
+const WRITES_IN_FLIGHT: usize = 8;
+
+/// How the write of one shard summary ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShardWrite {
+    Written,
+    /// Its object could not be created (nothing to patch).
+    NotCreated,
+    /// Its status could not be written; its object is created again next time.
+    NotPatched,
+    /// The NetworkEndpointShard resource is not installed.
+    NotInstalled,
+}
+
+/// Writes the shard summary of `pool` from `first` as `view`,
+/// creating its object first unless it `exists`.
+async fn write_shard(
+    client: &Client,
+    pool: &str,
+    first: IpAddr,
+    view: &ShardView,
+    now: Timestamp,
+    exists: bool,
+) -> ShardWrite {
+    let name = &endpoint_name(pool, first);
+    let api: Api<NetworkEndpointShard> = Api::all(client.clone());
+    if !exists {
+        let obj = NetworkEndpointShard::new(
+            name,
+            NetworkEndpointShardSpec { pool: pool.to_string(), first: first.to_string() },
+        );
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                warn!("the NetworkEndpointShard resource is not installed: no summaries (apply deploy/crd.yaml)");
+                return ShardWrite::NotInstalled;
+            }
+            Err(e) => {
+                warn!(shard = %name, error = %e, "cannot create the shard summary");
+                return ShardWrite::NotCreated;
+            }
+        }
+    }
+    let mut status = view.status();
+    status.updated_at = Some(Time(now));
+    let patch = serde_json::json!({ "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointShard", "status": status });
+    let pp = PatchParams::apply(MANAGER).force();
+    match api.patch_status(name, &pp, &Patch::Apply(patch)).await {
+        Ok(_) => {
+            debug!(shard = %name, leased = view.leased.count(), releasing = view.releasing.count(), "shard summary written");
+            ShardWrite::Written
+        }
+        Err(e) => {
+            warn!(shard = %name, error = %e, "cannot write the shard summary");
+            ShardWrite::NotPatched
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +404,25 @@ mod tests {
         assert_eq!(w.pools["p"][&first], (3, 1));
         assert_eq!(w.pools["p"].len(), 2);
         assert!(w.pools["empty"].is_empty());
+    }
+
+    #[test]
+    fn a_shard_written_is_due_again_only_when_it_changes_and_a_failed_write_is_due_at_once() {
+        let at = Instant::now();
+        let later = at + MIN_INTERVAL;
+        let mut w = SummaryWriter::default();
+        let mut view = ShardView::default();
+        view.leased.set(2);
+        let (a, b) = (("p".to_string(), "10.0.0.0".parse().unwrap()), ("p".to_string(), "10.0.1.0".parse().unwrap()));
+        w.settle("p.10.0.0.0".into(), a.clone(), view, ShardWrite::Written, at);
+        w.settle("p.10.0.1.0".into(), b.clone(), view, ShardWrite::NotPatched, at);
+        assert_eq!(w.take_writes(), 1);
+        assert!(w.created_shards.contains("p.10.0.0.0") && !w.created_shards.contains("p.10.0.1.0"));
+        let wanted = Wanted { shards: [(a.clone(), view), (b.clone(), view)].into(), pools: BTreeMap::new() };
+        let due = w.due(&wanted, later, None);
+        assert_eq!(due.shards, [(b, view)], "the failed one only: the written one did not change");
+        w.settle("p.10.0.2.0".into(), a, view, ShardWrite::NotInstalled, at);
+        assert!(w.missing, "no summaries without their resource");
     }
 
     #[test]

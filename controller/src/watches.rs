@@ -13,7 +13,7 @@ use kube::Client;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use netendpoint_crd::ipamclaim::IPAMClaim;
 use netendpoint_crd::{NetworkEndpoint, NetworkEndpointNeed};
@@ -39,6 +39,7 @@ pub struct Stores {
     claims: Store<IPAMClaim>,
     claims_listed: Arc<AtomicBool>,
     views: Mutex<LeaseViews>,
+    by_pool: Arc<Mutex<PoolIndex>>,
 }
 
 /// The lease views of the last snapshot, by stored object. The reflector
@@ -117,21 +118,77 @@ fn spawn_reflector<K, S>(
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
+    spawn_reflector_seeing(writer, stream, notify, what, listed, |_: &watcher::Event<K>| {});
+}
+
+/// [`spawn_reflector`], showing `see` each event once the store has it,
+/// before `notify` wakes the passes.
+fn spawn_reflector_seeing<K, S>(
+    writer: reflector::store::Writer<K>,
+    stream: S,
+    notify: Arc<Notify>,
+    what: &'static str,
+    listed: Option<Arc<AtomicBool>>,
+    mut see: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) where
+    K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+{
     tokio::spawn(async move {
         let mut s = reflector::reflector(writer, stream).default_backoff().boxed();
         while let Some(ev) = s.next().await {
-            match ev {
+            match &ev {
                 Err(e) => warn!(what, error = %e, "watch failed; retrying"),
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(l) = &listed {
+                Ok(ev) => {
+                    see(ev);
+                    if matches!(ev, watcher::Event::InitDone)
+                        && let Some(l) = &listed
+                    {
                         l.store(true, Ordering::Relaxed);
                     }
                 }
-                Ok(_) => {}
             }
             notify.notify_one();
         }
     });
+}
+
+/// The names of the stored leases and holds, by pool: what a queue pass
+/// reads, so that it touches only the waiters' pools. Kept from the watch
+/// events as the reflector's store is: a relist is gathered aside and
+/// replaces the index when it is complete.
+#[derive(Default)]
+pub(crate) struct PoolIndex {
+    live: HashMap<String, HashSet<String>>,
+    relisting: Option<HashMap<String, HashSet<String>>>,
+}
+
+impl PoolIndex {
+    pub(crate) fn see(&mut self, ev: &watcher::Event<NetworkEndpoint>) {
+        let add = |map: &mut HashMap<String, HashSet<String>>, ep: &NetworkEndpoint| {
+            map.entry(ep.spec.pool.clone()).or_default().insert(ep.name_any());
+        };
+        match ev {
+            watcher::Event::Init => self.relisting = Some(HashMap::new()),
+            watcher::Event::InitApply(ep) => add(self.relisting.get_or_insert_with(HashMap::new), ep),
+            watcher::Event::InitDone => self.live = self.relisting.take().unwrap_or_default(),
+            watcher::Event::Apply(ep) => add(&mut self.live, ep),
+            watcher::Event::Delete(ep) => {
+                if let Some(names) = self.live.get_mut(&ep.spec.pool) {
+                    names.remove(&ep.name_any());
+                    if names.is_empty() {
+                        self.live.remove(&ep.spec.pool);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The names of `pool`'s objects.
+    pub(crate) fn names(&self, pool: &str) -> impl Iterator<Item = &String> {
+        self.live.get(pool).into_iter().flatten()
+    }
 }
 
 /// A store of the one ConfigMap `(namespace, name)`, watched by name.
@@ -162,7 +219,11 @@ impl Stores {
             watcher(Api::<NetworkEndpoint>::all(client.clone()), selected).modify(|ep: &mut NetworkEndpoint| {
                 ep.metadata.managed_fields = None;
             });
-        spawn_reflector(w, lease_stream, notify.clone(), "leases", None);
+        let by_pool = Arc::new(Mutex::new(PoolIndex::default()));
+        let index = by_pool.clone();
+        spawn_reflector_seeing(w, lease_stream, notify.clone(), "leases", None, move |ev| {
+            index.lock().unwrap_or_else(PoisonError::into_inner).see(ev);
+        });
         let (nodes, w) = reflector::store();
         spawn_reflector(
             w,
@@ -224,6 +285,7 @@ impl Stores {
             claims,
             claims_listed,
             views: Mutex::default(),
+            by_pool,
         })
     }
 
@@ -283,18 +345,24 @@ impl Stores {
 
     /// The snapshot a queue pass runs over: the waiters, and the leases,
     /// holds, ranges and capacities of their pools only; `None` when no ADD
-    /// waits. Finding those leases compares each stored object's pool, and
-    /// reads only theirs.
+    /// waits. Those leases are found by name through the pool index, at a
+    /// cost that does not grow with the other pools.
     pub fn queue_world(&self, networks: &[IpamConfig]) -> Option<World> {
         let waiters = self.waiters();
         if waiters.is_empty() {
             return None;
         }
         let pools: HashSet<&str> = waiters.iter().map(|w| w.pool.as_str()).collect();
-        let objects = self.leases.state();
-        let theirs: Vec<&Arc<NetworkEndpoint>> =
-            objects.iter().filter(|ep| pools.contains(ep.spec.pool.as_str())).collect();
-        let leases = self.views.lock().unwrap_or_else(PoisonError::into_inner).some(theirs.iter().copied());
+        let theirs: Vec<Arc<NetworkEndpoint>> = {
+            let index = self.by_pool.lock().unwrap_or_else(PoisonError::into_inner);
+            pools
+                .iter()
+                .flat_map(|pool| index.names(pool))
+                .filter_map(|name| self.leases.get(&ObjectRef::new(name)))
+                .filter(|ep| pools.contains(ep.spec.pool.as_str()))
+                .collect()
+        };
+        let leases = self.views.lock().unwrap_or_else(PoisonError::into_inner).some(theirs.iter());
         let holds = theirs.iter().filter_map(|ep| Hold::of(ep)).collect();
         let mut world = World {
             leases,
@@ -387,6 +455,33 @@ mod tests {
         let mut ep = NetworkEndpoint::new(&netendpoint_crd::endpoint_name("p", ip.parse().unwrap()), spec);
         ep.metadata.uid = Some(format!("uid-{ip}"));
         Arc::new(ep)
+    }
+
+    #[test]
+    fn the_pool_index_follows_the_watch_and_a_relist_replaces_it_when_complete() {
+        let names = |ix: &PoolIndex, pool: &str| {
+            let mut v: Vec<String> = ix.names(pool).cloned().collect();
+            v.sort();
+            v
+        };
+        let ep = |ip: &str| (*endpoint(ip, "n1")).clone();
+        let mut other = ep("10.9.0.1");
+        other.spec.pool = "q".into();
+        other.metadata.name = Some("q.10.9.0.1".into());
+        let mut ix = PoolIndex::default();
+        for e in [ep("10.0.0.1"), ep("10.0.0.2"), other.clone()] {
+            ix.see(&watcher::Event::Apply(e));
+        }
+        ix.see(&watcher::Event::Delete(ep("10.0.0.1")));
+        assert_eq!(names(&ix, "p"), ["p.10.0.0.2"]);
+        assert_eq!(names(&ix, "q"), ["q.10.9.0.1"]);
+        // A relist: until it is done the index stays as it was.
+        ix.see(&watcher::Event::Init);
+        ix.see(&watcher::Event::InitApply(ep("10.0.0.3")));
+        assert_eq!(names(&ix, "p"), ["p.10.0.0.2"]);
+        ix.see(&watcher::Event::InitDone);
+        assert_eq!(names(&ix, "p"), ["p.10.0.0.3"]);
+        assert!(names(&ix, "q").is_empty(), "what the relist did not list is gone");
     }
 
     #[test]
