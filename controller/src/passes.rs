@@ -19,9 +19,12 @@ use tracing::{debug, warn};
 /// A pass that takes this long is logged.
 const SLOW_PASS: Duration = Duration::from_secs(1);
 
-/// While ADDs wait, a full pass is due this many times its own duration
-/// after the last one ended; the passes between serve only the queues.
+/// While ADDs wait, a full pass is due this many times the time its last
+/// one spent reading the snapshot and deciding, after it ended; the passes
+/// between serve only the queues.
 const FULL_PASS_SPACING: u32 = 2;
+/// The longest a full pass waits for its turn while ADDs wait.
+const MAX_FULL_PASS_SPACING: Duration = Duration::from_millis(500);
 
 /// The longest pause between two passes when nothing changes.
 const IDLE_PASS: Duration = Duration::from_secs(30);
@@ -70,6 +73,8 @@ pub struct Passes {
     term: Term,
     /// When the next full pass is due, if queue passes serve the waiters until then.
     full_due: Option<Instant>,
+    /// The time the last full pass spent on its snapshot and decisions.
+    read_for: Duration,
 }
 
 impl Passes {
@@ -82,7 +87,16 @@ impl Passes {
         pools_param: Option<(String, String)>,
         pool_status: Option<PoolStatusWriter>,
     ) -> Self {
-        Self { ctl, stores, settings, pools_param, pool_status, term: Term::default(), full_due: None }
+        Self {
+            ctl,
+            stores,
+            settings,
+            pools_param,
+            pool_status,
+            term: Term::default(),
+            full_due: None,
+            read_for: Duration::ZERO,
+        }
     }
 
     /// Starts a new leadership term: every grace starts again, and every
@@ -97,13 +111,14 @@ impl Passes {
 
     /// One pass: metrics on every replica; summaries, the pools parameter and
     /// the actions on the leader. Its duration is exported, and a slow one
-    /// is logged: a release waits for the pass in progress and the next one
-    /// before its waiter is promised it.
+    /// is logged: whatever it decides (a reclaim, a summary, a promise when
+    /// no queue pass runs first) waits that long.
     ///
     /// On the leader, while ADDs wait, every pass first serves the queues
     /// alone ([`Self::queue_pass`]), and the full pass follows only when
-    /// it is due: [`FULL_PASS_SPACING`] times its last duration after it
-    /// ended. A release then reaches its waiter without waiting for a pass
+    /// it is due: [`FULL_PASS_SPACING`] times what the last one spent on its
+    /// snapshot and decisions after it ended, [`MAX_FULL_PASS_SPACING`] at
+    /// most. A release then reaches its waiter without waiting for a pass
     /// over every lease of the cluster.
     pub async fn pass(&mut self, is_leader: bool) -> Decision {
         let started = Instant::now();
@@ -118,13 +133,16 @@ impl Passes {
         let started = Instant::now();
         let decision = self.one_pass(is_leader).await;
         let took = started.elapsed();
-        self.full_due = Some(Instant::now() + took * FULL_PASS_SPACING);
+        // Spaced by what a full pass costs the controller (its snapshot and
+        // decisions), not by its API calls, and never by more than a bound:
+        // the full pass also serves sticky incarnations, which wait for it.
+        self.full_due = Some(Instant::now() + (self.read_for * FULL_PASS_SPACING).min(MAX_FULL_PASS_SPACING));
         self.ctl.metrics.observe_pass(took);
         if took >= SLOW_PASS {
             warn!(
                 took_ms = took.as_millis(),
                 leases = self.stores.lease_count(),
-                "a slow pass: waiters are promised releases this much later"
+                "a slow full pass: its decisions and summaries waited this long"
             );
         }
         decision
@@ -186,7 +204,9 @@ impl Passes {
         let Some(now) = ctl.clock.now() else { return Decision::default() };
         let networks = self.stores.networks();
         let needs = if is_leader { term.needs.check(&ctl.client, &self.stores.needs(), now).await } else { Vec::new() };
+        let reading = Instant::now();
         let mut world = self.stores.world(needs, &networks);
+        let mut read_for = reading.elapsed();
         if is_leader {
             world.believed = term.needs.check_entries(&ctl.client, &world.waiters).await;
         }
@@ -205,7 +225,10 @@ impl Passes {
         if !is_leader {
             return Decision::default();
         }
+        let deciding = Instant::now();
         let mut decision = decide::decide(&world, &self.settings, &mut term.memory, now);
+        read_for += deciding.elapsed();
+        self.read_for = read_for;
         for action in &decision.actions {
             act::act(ctl, action).await;
         }
