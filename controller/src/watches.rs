@@ -69,15 +69,7 @@ impl LeaseViews {
         let seen = self.generation;
         let mut out = Vec::with_capacity(objects.len());
         for ep in objects {
-            let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| CachedView {
-                _object: ep.clone(),
-                view: Lease::of(ep).map(Arc::new),
-                seen,
-            });
-            cached.seen = seen;
-            if let Some(v) = &cached.view {
-                out.push(v.clone());
-            }
+            out.extend(self.view(ep, seen));
         }
         self.by_object.retain(|_, c| c.seen == seen);
         out
@@ -87,16 +79,18 @@ impl LeaseViews {
     /// reads them, and kept for it, but forgetting nothing.
     pub(crate) fn some<'o>(&mut self, objects: impl Iterator<Item = &'o Arc<NetworkEndpoint>>) -> Vec<Arc<Lease>> {
         let seen = self.generation;
-        objects
-            .filter_map(|ep| {
-                let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| CachedView {
-                    _object: ep.clone(),
-                    view: Lease::of(ep).map(Arc::new),
-                    seen,
-                });
-                cached.view.clone()
-            })
-            .collect()
+        objects.filter_map(|ep| self.view(ep, seen)).collect()
+    }
+
+    /// The view of `ep`, read only if it is not kept yet; marked seen in call `seen`.
+    fn view(&mut self, ep: &Arc<NetworkEndpoint>, seen: u64) -> Option<Arc<Lease>> {
+        let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| CachedView {
+            _object: ep.clone(),
+            view: Lease::of(ep).map(Arc::new),
+            seen,
+        });
+        cached.seen = seen;
+        cached.view.clone()
     }
 
     #[cfg(test)]
