@@ -339,7 +339,11 @@ impl Ctx {
     /// The plugin configuration of node `node` in `pool`, with the node's own
     /// `dataDir` under `dir`, as a real node has.
     pub(crate) fn node_conf(&self, pool: &str, subnet: &str, node: &str, dir: &str) -> Vec<u8> {
-        self.netconf(pool, subnet, json!({"nodeName": node, "dataDir": self.work.join(dir).join(node)}))
+        let mut extra = json!({"nodeName": node, "dataDir": self.work.join(dir).join(node)});
+        if let Ok(file) = std::env::var("BENCH_PLUGIN_LOG") {
+            extra["log"] = json!({"file": file, "level": "debug"});
+        }
+        self.netconf(pool, subnet, extra)
     }
 
     /// Deletes the lease named `name` (one DELETE, no preconditions).

@@ -28,7 +28,11 @@
 //! stopped, sticky, fanout, admission, churn, large),
 //! prints the report and writes no file. `BENCH_CONTROLLER_LOG` is the
 //! controller's `RUST_LOG` (default `warn`; its log is `controller.log` in
-//! the run's work directory).
+//! the run's work directory), and with `BENCH_KEEP` set such a run keeps
+//! that directory. `BENCH_PLUGIN_LOG=<file>` has every ADD of the cases
+//! that use a node's configuration log there at debug level, and
+//! `BENCH_BREAKDOWN` prints the at-once cases' requests by resource, verb
+//! and code, per ADD.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -128,7 +132,11 @@ fn main() {
         report_elapsed(&ctx, &mut report, started);
         print!("{report}");
         ctx.stop_controller();
-        let _ = std::fs::remove_dir_all(&ctx.work);
+        if std::env::var_os("BENCH_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&ctx.work);
+        } else {
+            eprintln!("bench: kept {}", ctx.work.display());
+        }
         return;
     }
     let latency = ctx.timed("latency", || latency::bench_latency(&ctx, &mut report));

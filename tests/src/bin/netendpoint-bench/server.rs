@@ -93,3 +93,33 @@ impl Labels<'_> {
         !matches!(self.get("resource"), "" | "leases")
     }
 }
+
+/// Prints the plugin's requests between `before` and `after` by resource,
+/// verb and code, per ADD (`BENCH_BREAKDOWN`, to see where an ADD's
+/// requests go).
+pub(crate) fn print_breakdown(tag: &str, before: &Metrics, after: &Metrics, adds: usize) {
+    let mut keys: Vec<(String, String, String)> = Vec::new();
+    for k in after.0.keys() {
+        let Some(labels) = k.strip_prefix(REQUESTS).and_then(|r| r.strip_prefix('{')).and_then(|r| r.strip_suffix('}'))
+        else {
+            continue;
+        };
+        let l = Labels(labels);
+        if !l.plugin_request() {
+            continue;
+        }
+        let key = (l.get("resource").to_owned(), l.get("verb").to_owned(), l.get("code").to_owned());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.sort();
+    for (resource, verb, code) in keys {
+        let d = after.since(before, REQUESTS, |l| {
+            l.plugin_request() && l.get("resource") == resource && l.get("verb") == verb && l.get("code") == code
+        });
+        if d > 0.0 {
+            eprintln!("{tag}: {resource} {verb} {code}: {:.3} per ADD", d / adds.max(1) as f64);
+        }
+    }
+}

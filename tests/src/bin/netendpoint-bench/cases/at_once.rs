@@ -92,17 +92,23 @@ pub(crate) fn adds_at_once(
     let (s, fails) = run_many_then(n, concurrency, &make, &then);
     let cpu1 = ctx.apiserver_cpu_s();
     let after = ctx.metrics();
+    if std::env::var_os("BENCH_BREAKDOWN").is_some() {
+        crate::server::print_breakdown(tag, &before, &after, n);
+    }
     report_failures(tag, concurrency, &fails);
     let cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
     (s, ServerCounts::between(&before, &after), cpu, held_sum.load(Ordering::SeqCst) as f64 / n.max(1) as f64)
 }
+
+/// The concurrencies of the /24 case: 64 nodes' ADDs, this many in flight
+/// at a time, the last (one per node) being the reference row.
+const FULL24_CONCURRENCY: [usize; 4] = [8, 16, 32, AT_ONCE_NODES];
 
 pub(crate) fn bench_full_24(ctx: &Ctx, report: &mut String) {
     let pool = "bench-full24";
     let net: u32 = 0x0a59_0000; // 10.89.0.0/24
     let subnet = "10.89.0.0/24";
     let usable: u32 = 253;
-    let concurrency = AT_ONCE_NODES;
     let n = if ctx.quick { 128 } else { 640 };
     let nodes = many_node_names(ctx, AT_ONCE_NODES);
     let target = ((usable * 90 + 50) / 100) as usize;
@@ -113,25 +119,33 @@ pub(crate) fn bench_full_24(ctx: &Ctx, report: &mut String) {
     let leased = ctx.fill_owned(pool, &ips, &nodes, 48);
     let summary = ctx.wait_summary(pool, leased, Duration::from_secs(60));
     let confs: Vec<Vec<u8>> = nodes.iter().map(|node| ctx.node_conf(pool, subnet, node, "full24")).collect();
-    let (stats, server, cpu_s, held) =
-        adds_at_once(ctx, pool, &confs, Burst { n, concurrency, tag: "full24", recycle: true });
-    let row = AtOnce {
-        pool: "/24".into(),
-        fill: format!("{:.1} % (mean)", 100.0 * (leased as f64 + held) / f64::from(usable)),
-        nodes: nodes.len(),
-        concurrency,
-        stats,
-        server,
-        cpu_s,
-    };
+    let rows: Vec<AtOnce> = FULL24_CONCURRENCY
+        .iter()
+        .map(|&concurrency| {
+            // Every run deletes what it leased: each starts from the same fill.
+            let tag = format!("full24-c{concurrency}");
+            let (stats, server, cpu_s, held) =
+                adds_at_once(ctx, pool, &confs, Burst { n, concurrency, tag: &tag, recycle: true });
+            AtOnce {
+                pool: "/24".into(),
+                fill: format!("{:.1} % (mean)", 100.0 * (leased as f64 + held) / f64::from(usable)),
+                nodes: nodes.len(),
+                concurrency,
+                stats,
+                server,
+                cpu_s,
+            }
+        })
+        .collect();
     let _ = writeln!(report, "## 64 nodes ADDing at once into a /24 kept 90 % full\n");
     let _ = writeln!(
         report,
-        "The reference for the large-pool case near the end (not run with `--quick`): {} registered node names, each with its own `dataDir`, run {n} ADDs at concurrency \
-         {concurrency}, round-robin over the nodes, one process per ADD (64 processes at once do run on 2 cores, slowly, as in the latency case). \
+        "The reference for the large-pool case near the end (not run with `--quick`): {} registered node names, each with its own `dataDir`, run {n} ADDs \
+         round-robin over the nodes, one process per ADD, at each concurrency below in turn, the last (one ADD in flight per node) being the reference; 64 \
+         processes at once do run on 2 cores, slowly, as in the latency case. \
          A /24 at 90 % has only {} free addresses, so the fill is kept there: {leased} of {usable} addresses are leased first \
          (direct creates shaped as the plugin's, spread over the same nodes), and the harness deletes each ADD's lease (one DELETE \
-         by name, left out of the request counts) as soon as the ADD returns. The fill column is the mean, over the ADDs, of the \
+         by name, left out of the request counts) as soon as the ADD returns, so each run starts from the same fill. The fill column is the mean, over the ADDs, of the \
          leases present when the ADD started, over {usable}; leases of ADDs still running are not in it, so some ADDs find the \
          pool fuller and wait for one of those deletes. The controller runs and summarises the pool (its summary counted the fill \
          {summary}). An ADD creates at its node's next candidate; refused, it reads that address's shard summary by name and \
@@ -146,8 +160,16 @@ pub(crate) fn bench_full_24(ctx: &Ctx, report: &mut String) {
         summary = summary.map_or("not within 60 s".into(), |d| format!("in {:.1} s", d.as_secs_f64()))
     );
     AtOnce::header(report);
-    row.row(report);
-    let _ = writeln!(report);
+    for row in &rows {
+        row.row(report);
+    }
+    let _ = writeln!(
+        report,
+        "\nRequests and 409s per ADD grow with the ADDs in flight on the 2 cores, which lengthen every ADD and so the window \
+         between reading a summary and creating: see docs/design.md, \"Near full, many nodes at once\".\n"
+    );
+    let Some(row) = rows.into_iter().last() else { return };
+    let concurrency = row.concurrency;
     let mut shared = ctx.shared.lock().unwrap();
     shared.scale_points.push((SERIES_AT_ONCE, 24, row.stats.p99_ms));
     if let Some(cpu_s) = row.cpu_s {
