@@ -358,26 +358,30 @@ impl Stores {
         };
         let leases = self.views.lock().unwrap_or_else(PoisonError::into_inner).some(theirs.iter());
         let holds = theirs.iter().filter_map(|ep| Hold::of(ep)).collect();
-        let mut world = World {
-            leases,
-            holds,
-            capacity: capacities(networks).into_iter().filter(|(p, _)| pools.contains(p.as_str())).collect(),
+        let PoolLimits { ranges, capacity, capacity_bound } = self.pool_limits(networks, |p| pools.contains(p));
+        Some(World { leases, holds, ranges, capacity, capacity_bound, waiters, ..World::default() })
+    }
+
+    /// The ranges, capacities and admission bounds of the pools `keep` accepts.
+    fn pool_limits(&self, networks: &[IpamConfig], keep: impl Fn(&str) -> bool) -> PoolLimits {
+        let mut ranges: HashMap<String, Vec<netendpoint_netconf::RangeSet>> = HashMap::new();
+        for n in networks.iter().filter(|n| keep(&n.pool)) {
+            // Networks sharing a pool share its ranges: the first one says them.
+            ranges.entry(n.pool.clone()).or_insert_with(|| n.range_sets.clone());
+        }
+        PoolLimits {
+            ranges,
+            capacity: capacities(networks).into_iter().filter(|(p, _)| keep(p)).collect(),
             capacity_bound: self
                 .pools_param()
                 .unwrap_or_default()
                 .iter()
-                .filter(|(pool, _)| pools.contains(pool.as_str()))
+                .filter(|(pool, _)| keep(pool))
                 .filter_map(|(pool, entry)| {
                     Some((pool.clone(), netendpoint_netconf::networks::admission_capacity(entry)?))
                 })
                 .collect(),
-            ..World::default()
-        };
-        for n in networks.iter().filter(|n| pools.contains(n.pool.as_str())) {
-            world.ranges.entry(n.pool.clone()).or_insert_with(|| n.range_sets.clone());
         }
-        world.waiters = waiters;
-        Some(world)
     }
 
     /// The snapshot the decisions run over: the stores' objects as the
@@ -385,11 +389,7 @@ impl Stores {
     /// capacities and sticky networks of `networks`.
     pub fn world(&self, needs: Vec<decide::Need>, networks: &[IpamConfig]) -> World {
         let objects = self.leases.state();
-        let mut ranges: HashMap<String, Vec<netendpoint_netconf::RangeSet>> = HashMap::new();
-        for n in networks {
-            // Networks sharing a pool share its ranges: the first one says them.
-            ranges.entry(n.pool.clone()).or_insert_with(|| n.range_sets.clone());
-        }
+        let PoolLimits { ranges, capacity, capacity_bound } = self.pool_limits(networks, |_| true);
         World {
             waiters: self.waiters(),
             believed: HashMap::new(),
@@ -399,15 +399,8 @@ impl Stores {
             nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
             needs,
-            capacity_bound: self
-                .pools_param()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|(pool, entry)| {
-                    Some((pool.clone(), netendpoint_netconf::networks::admission_capacity(entry)?))
-                })
-                .collect(),
-            capacity: capacities(networks),
+            capacity_bound,
+            capacity,
             statefulsets: self
                 .statefulsets
                 .state()
@@ -432,6 +425,14 @@ impl Stores {
                 .collect(),
         }
     }
+}
+
+/// What the networks and the pools parameter say of some pools: [`World`]'s
+/// `ranges`, `capacity` and `capacity_bound`.
+struct PoolLimits {
+    ranges: HashMap<String, Vec<netendpoint_netconf::RangeSet>>,
+    capacity: HashMap<String, decide::Capacity>,
+    capacity_bound: HashMap<String, decide::Capacity>,
 }
 
 #[cfg(test)]
