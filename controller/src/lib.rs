@@ -71,7 +71,8 @@ pub async fn run(opts: Options) -> Result<()> {
     }
 
     let notify = Arc::new(Notify::new());
-    let stores = Stores::start(&client, &opts, &settings, &notify)?;
+    let queued = Arc::new(Notify::new());
+    let stores = Stores::start(&client, &opts, &settings, &notify, &queued)?;
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
         .with_namespace(&opts.lease_namespace)
         .with_identity(&opts.identity)
@@ -101,8 +102,12 @@ pub async fn run(opts: Options) -> Result<()> {
         let started = tokio::time::Instant::now();
         let decision = passes.pass(is_leader).await;
         let pause = passes::pause_after(decision.look_again_in);
+        let mut coalesce = true;
         tokio::select! {
             _ = notify.notified() => {}
+            // A queue entry came, changed or went: a waiting ADD is served
+            // at once, not after a burst of other events had time to land.
+            _ = queued.notified() => coalesce = false,
             _ = leader.changed() => {}
             _ = tokio::time::sleep(pause) => {}
             _ = terminate.recv() => {
@@ -113,6 +118,8 @@ pub async fn run(opts: Options) -> Result<()> {
                 return Ok(());
             }
         }
-        tokio::time::sleep(passes::coalesce_before_pass(started.elapsed())).await;
+        if coalesce {
+            tokio::time::sleep(passes::coalesce_before_pass(started.elapsed())).await;
+        }
     }
 }

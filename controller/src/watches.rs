@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -115,9 +116,71 @@ fn spawn_reflector<K, S>(
     spawn_reflector_seeing(writer, stream, notify, what, listed, |_: &watcher::Event<K>| {});
 }
 
+/// A watch error is retried after this pause the first time (see [`QuickFirst`]).
+const QUICK_RETRY: Duration = Duration::from_millis(50);
+/// At most one quick retry in this long; other errors back off as usual.
+const QUICK_RETRY_EVERY: Duration = Duration::from_secs(30);
+
+/// The backoff of the queue entries' watch: the first error is retried
+/// after [`QUICK_RETRY`], not after the 0.8–1.6 s a reflector waits by
+/// default (as client-go's does), since until the watch is back no waiting
+/// ADD is promised an address. An expired resource version (410), as after
+/// the API server's watch cache was (re)initialised, needs only a relist
+/// of the entries, a small list. Errors in a row, or more often than once
+/// in [`QUICK_RETRY_EVERY`], back off as every other watch does.
+struct QuickFirst {
+    quick_at: Option<tokio::time::Instant>,
+    in_a_row: bool,
+    then: watcher::DefaultBackoff,
+}
+
+impl QuickFirst {
+    fn new() -> Self {
+        Self { quick_at: None, in_a_row: false, then: watcher::DefaultBackoff::default() }
+    }
+}
+
+impl Iterator for QuickFirst {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = tokio::time::Instant::now();
+        let quick = !self.in_a_row && self.quick_at.is_none_or(|at| now.duration_since(at) >= QUICK_RETRY_EVERY);
+        self.in_a_row = true;
+        if quick {
+            self.quick_at = Some(now);
+            return Some(QUICK_RETRY);
+        }
+        self.then.next()
+    }
+}
+
+impl kube::runtime::utils::Backoff for QuickFirst {
+    fn reset(&mut self) {
+        self.in_a_row = false;
+        self.then.reset();
+    }
+}
+
 /// [`spawn_reflector`], showing `see` each event once the store has it,
 /// before `notify` wakes the passes.
 fn spawn_reflector_seeing<K, S>(
+    writer: reflector::store::Writer<K>,
+    stream: S,
+    notify: Arc<Notify>,
+    what: &'static str,
+    listed: Option<Arc<AtomicBool>>,
+    see: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) where
+    K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+{
+    spawn_reflector_with(writer, stream.backoff(watcher::DefaultBackoff::default()), notify, what, listed, see);
+}
+
+/// [`spawn_reflector_seeing`] over a stream that backs off on errors itself.
+fn spawn_reflector_with<K, S>(
     writer: reflector::store::Writer<K>,
     stream: S,
     notify: Arc<Notify>,
@@ -130,7 +193,7 @@ fn spawn_reflector_seeing<K, S>(
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut s = reflector::reflector(writer, stream).default_backoff().boxed();
+        let mut s = reflector::reflector(writer, stream).boxed();
         while let Some(ev) = s.next().await {
             match &ev {
                 Err(e) => warn!(what, error = %e, "watch failed; retrying"),
@@ -200,10 +263,17 @@ fn one_configmap(
 
 impl Stores {
     /// Starts a reflector for each kind the controller reads, each waking
-    /// `notify` on every event: the leases of `--selector`, Nodes, the
-    /// needs, StatefulSets, claims, the `--net-conf` ConfigMap when named,
-    /// and Pods when the Pod-gone cleanup is on.
-    pub fn start(client: &Client, opts: &Options, settings: &Settings, notify: &Arc<Notify>) -> Result<Self> {
+    /// `notify` on every event: the leases of `--selector`, Nodes,
+    /// StatefulSets, claims, the `--net-conf` ConfigMap when named, and Pods
+    /// when the Pod-gone cleanup is on. The needs (the queue entries among
+    /// them) wake `queued` instead, which the passes do not coalesce.
+    pub fn start(
+        client: &Client,
+        opts: &Options,
+        settings: &Settings,
+        notify: &Arc<Notify>,
+        queued: &Arc<Notify>,
+    ) -> Result<Self> {
         let cfg = watcher::Config::default;
         let (leases, w) = reflector::store();
         let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
@@ -237,14 +307,10 @@ impl Stores {
             );
             pods
         });
+        // The queue entries wake `queued`: a pass at once, and a watch back at once.
         let (needs, w) = reflector::store();
-        spawn_reflector(
-            w,
-            watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()),
-            notify.clone(),
-            "needs",
-            None,
-        );
+        let needs_stream = watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()).backoff(QuickFirst::new());
+        spawn_reflector_with(w, needs_stream, queued.clone(), "needs", None, |_| {});
         let net_conf = opts.net_conf()?.map(|one| one_configmap(client, one, notify, "net-conf"));
         // The pools parameter, so that one deleted by hand is written again at once.
         let pools_param = opts.pools_param()?.map(|one| one_configmap(client, one, notify, "pools-param"));
@@ -438,6 +504,20 @@ struct PoolLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_watch_retries_its_first_error_at_once_and_then_backs_off() {
+        let mut b = QuickFirst::new();
+        assert_eq!(b.next(), Some(QUICK_RETRY), "a lone error (an expired resource version) is retried at once");
+        let second = b.next().unwrap();
+        assert!(second >= Duration::from_millis(400), "an error in a row backs off as other watches do: {second:?}");
+        b.reset();
+        assert!(b.next().unwrap() > QUICK_RETRY, "a second quick retry within {QUICK_RETRY_EVERY:?}: a relist loop");
+        b.reset();
+        tokio::time::advance(QUICK_RETRY_EVERY).await;
+        assert_eq!(b.next(), Some(QUICK_RETRY), "quick again once the interval passed");
+    }
 
     fn endpoint(ip: &str, node: &str) -> Arc<NetworkEndpoint> {
         let spec = netendpoint_crd::NetworkEndpointSpec {
