@@ -160,13 +160,30 @@ impl SummaryWriter {
                 (name, (pool, first), view, outcome)
             }
         });
-        let outcomes: Vec<_> = futures::stream::iter(writes).buffer_unordered(WRITES_IN_FLIGHT).collect().await;
+        // The pool summaries at the same time: a pass (and a queue pass
+        // behind it) waits for one round of writes, not for two.
+        let created_pools = &self.created_pools;
+        let pool_writes = due.pools.into_iter().map(|(pool, counts)| {
+            let exists = created_pools.contains(&pool);
+            async move {
+                let written = write_pool(client, &pool, &counts, now, exists).await;
+                (pool, counts, written)
+            }
+        });
+        let (outcomes, pool_outcomes): (Vec<_>, Vec<_>) = futures::join!(
+            futures::stream::iter(writes).buffer_unordered(WRITES_IN_FLIGHT).collect(),
+            futures::stream::iter(pool_writes).buffer_unordered(WRITES_IN_FLIGHT).collect(),
+        );
         for (name, key, view, outcome) in outcomes {
             self.settle(name, key, view, outcome, at);
         }
-        for (pool, counts) in due.pools {
-            if self.write_pool(client, &pool, &counts, now).await {
+        for (pool, counts, written) in pool_outcomes {
+            if written {
+                self.writes += 1;
+                self.created_pools.insert(pool.clone());
                 self.pools.insert(pool, (counts, at));
+            } else {
+                self.created_pools.remove(&pool);
             }
         }
         let later = due.later;
@@ -260,46 +277,42 @@ impl SummaryWriter {
             .map(|(_, t)| CONFIRM_EVERY.saturating_sub(at.duration_since(*t)))
             .min()
     }
+}
 
-    async fn write_pool(
-        &mut self,
-        client: &Client,
-        pool: &str,
-        counts: &BTreeMap<IpAddr, (u16, u16)>,
-        now: Timestamp,
-    ) -> bool {
-        if !netendpoint_crd::is_dns1123_subdomain(pool) {
-            return false;
-        }
-        let api: Api<NetworkEndpointPool> = Api::all(client.clone());
-        if !self.created_pools.contains(pool) {
-            match api.create(&PostParams::default(), &NetworkEndpointPool::new(pool, NetworkEndpointPoolSpec {})).await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-                Err(e) => {
-                    warn!(pool, error = %e, "cannot create the pool object");
-                    return false;
-                }
-            }
-            self.created_pools.insert(pool.to_string());
-        }
-        let summary = PoolSummary { confirmed_at: Some(Time(now)), runs: runs_of(counts) };
-        let patch = serde_json::json!({
-            "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointPool",
-            "status": { "summary": summary },
-        });
-        let pp = PatchParams::apply(MANAGER).force();
-        match api.patch_status(pool, &pp, &Patch::Apply(patch)).await {
-            Ok(_) => {
-                self.writes += 1;
-                true
-            }
+/// Writes the summary of `pool` as `counts`, creating its object first
+/// unless it `exists`; true when written.
+async fn write_pool(
+    client: &Client,
+    pool: &str,
+    counts: &BTreeMap<IpAddr, (u16, u16)>,
+    now: Timestamp,
+    exists: bool,
+) -> bool {
+    if !netendpoint_crd::is_dns1123_subdomain(pool) {
+        return false;
+    }
+    let api: Api<NetworkEndpointPool> = Api::all(client.clone());
+    if !exists {
+        match api.create(&PostParams::default(), &NetworkEndpointPool::new(pool, NetworkEndpointPoolSpec {})).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
             Err(e) => {
-                self.created_pools.remove(pool);
-                warn!(pool, error = %e, "cannot write the pool summary");
-                false
+                warn!(pool, error = %e, "cannot create the pool object");
+                return false;
             }
+        }
+    }
+    let summary = PoolSummary { confirmed_at: Some(Time(now)), runs: runs_of(counts) };
+    let patch = serde_json::json!({
+        "apiVersion": "netendpoint.dev/v1alpha1", "kind": "NetworkEndpointPool",
+        "status": { "summary": summary },
+    });
+    let pp = PatchParams::apply(MANAGER).force();
+    match api.patch_status(pool, &pp, &Patch::Apply(patch)).await {
+        Ok(_) => true,
+        Err(e) => {
+            warn!(pool, error = %e, "cannot write the pool summary");
+            false
         }
     }
 }
