@@ -454,9 +454,12 @@ pub(crate) fn start_agent(ctx: &Ctx, node: &str, finalizer: Option<&str>, port: 
     cmd.args(["--node", node, "--dataplane", "memory", "--metrics-addr", &format!("127.0.0.1:{port}")])
         .arg("--kubeconfig")
         .arg(&ctx.kubeconfig)
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", std::env::var("BENCH_AGENT_LOG").unwrap_or_else(|_| "error".into()))
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(match std::env::var("BENCH_AGENT_LOG_FILE") {
+            Ok(f) => std::fs::File::create(f).map(Stdio::from).unwrap_or_else(|_| Stdio::null()),
+            Err(_) => Stdio::null(),
+        });
     match finalizer {
         Some(f) => cmd.args(["--finalizer", f]),
         None => cmd.arg("--no-finalizer"),
