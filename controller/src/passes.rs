@@ -198,6 +198,7 @@ impl Passes {
     }
 
     async fn one_pass(&mut self, is_leader: bool) -> Decision {
+        let started = Instant::now();
         let ctl = &*self.ctl;
         let term = &mut self.term;
         ctl.metrics.set_leader(is_leader);
@@ -229,13 +230,16 @@ impl Passes {
         let mut decision = decide::decide(&world, &self.settings, &mut term.memory, now);
         read_for += deciding.elapsed();
         self.read_for = read_for;
+        let decided = started.elapsed();
         for action in &decision.actions {
             act::act(ctl, action).await;
         }
+        let acted = started.elapsed();
         let pools: HashSet<String> = networks.iter().map(|n| n.pool.clone()).collect();
         let promised = decide::promised(&world, &decision);
         let wanted = summary::wanted(&world.leases, &world.holds, &promised, &pools);
         let mut later = term.summaries.sync(&ctl.client, &wanted, now).await;
+        let summarised = started.elapsed();
         ctl.metrics.add_summary_writes(term.summaries.take_writes());
         if let Some((ns, name)) = &self.pools_param {
             term.pools.sync(ctl, ns, name, &networks, self.stores.pools_param().as_ref()).await;
@@ -248,6 +252,16 @@ impl Passes {
         if let Some(l) = later {
             decision.look_again_in = Some(decision.look_again_in.map_or(l, |d| d.min(l)));
         }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        debug!(
+            leases = world.leases.len(),
+            actions = decision.actions.len(),
+            read_and_decided_ms = ms(decided),
+            written_ms = ms(acted - decided),
+            summaries_ms = ms(summarised - acted),
+            rest_ms = ms(started.elapsed() - summarised),
+            "full pass"
+        );
         decision
     }
 }
