@@ -256,7 +256,10 @@ impl Passes {
         debug!(
             leases = world.leases.len(),
             actions = decision.actions.len(),
+            // From the pass's start: the needs' and entries' checks (Pod
+            // GETs for new ones) and `snapshot_and_decisions_ms`.
             read_and_decided_ms = ms(decided),
+            snapshot_and_decisions_ms = ms(self.read_for),
             written_ms = ms(acted - decided),
             summaries_ms = ms(summarised - acted),
             rest_ms = ms(started.elapsed() - summarised),
