@@ -112,6 +112,10 @@ pub struct World {
     pub claims_known: bool,
     /// Networks whose StatefulSet Pods get a claim.
     pub sticky_networks: Vec<StickyNetwork>,
+    /// The leases of `leases` whose views were read for this snapshot
+    /// (objects new or changed since the last one), when the snapshot knows
+    /// them; `None` when it does not, and every lease counts as new.
+    pub fresh: Option<Vec<Arc<Lease>>>,
 }
 
 /// The controller's settings that decisions depend on.
@@ -158,6 +162,9 @@ pub struct Memory {
     /// pool's dynamic ranges when the plugin chose it, so the queue may
     /// promise it once it is free again. At most one entry per address.
     allocated_seen: HashMap<String, BTreeSet<IpAddr>>,
+    /// True once a full pass of this term noted every lease's address:
+    /// later passes note only their snapshot's fresh leases.
+    allocations_noted: bool,
 }
 
 /// Why a sticky hold ends.
@@ -362,7 +369,7 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
     pass.reclaim_vanished_nodes();
     pass.delete_leases_of_gone_pods();
     pass.serve_holds();
-    pass.serve_queue();
+    pass.serve_queue(true);
     pass.serve_needs();
     pass.end_holds();
     pass.end_legacy_holds();
@@ -379,7 +386,7 @@ pub fn decide(world: &World, settings: &Settings, memory: &mut Memory, now: Time
 /// so the next full pass does not write it again.
 pub fn serve_queues(world: &World, settings: &Settings, memory: &mut Memory, now: Timestamp) -> Decision {
     let mut pass = Pass { world, settings, memory, now, decision: Decision::default() };
-    pass.serve_queue();
+    pass.serve_queue(false);
     pass.decision
 }
 
@@ -649,9 +656,20 @@ impl Pass<'_> {
     }
 
     /// Notes the addresses allocated in pools whose ranges are unknown.
-    fn see_allocations(&mut self) {
+    /// A lease's pool and address never change, so once a full pass of
+    /// this term (`whole`: its snapshot holds every lease) noted them all,
+    /// only the snapshot's fresh leases are read: at 118,000 leases,
+    /// noting every one again took about a third of a full pass.
+    fn see_allocations(&mut self, whole: bool) {
         let ranges = &self.world.ranges;
-        let leased = self.world.leases.iter().filter(|l| !l.static_ip).filter_map(|l| Some((&l.pool, l.ip?)));
+        let leases = match &self.world.fresh {
+            Some(fresh) if self.memory.allocations_noted => fresh,
+            _ => {
+                self.memory.allocations_noted |= whole;
+                &self.world.leases
+            }
+        };
+        let leased = leases.iter().filter(|l| !l.static_ip).filter_map(|l| Some((&l.pool, l.ip?)));
         let held = self.world.holds.iter().map(|h| (&h.pool, h.ip));
         for (pool, ip) in leased.chain(held).filter(|(pool, _)| !ranges.contains_key(*pool)) {
             // A pool's name is copied once, not per lease: a pass sees every lease.
@@ -671,8 +689,9 @@ impl Pass<'_> {
     /// addresses and its releases in progress ([`assign_where`]), forces a
     /// promised release that outlived its bound, and deletes the entries
     /// whose Pod does not wait on their node or whose deadline passed.
-    fn serve_queue(&mut self) {
-        self.see_allocations();
+    /// `whole` when the snapshot holds every lease (a full pass).
+    fn serve_queue(&mut self, whole: bool) {
+        self.see_allocations(whole);
         let now = self.now;
         let mut queues: BTreeMap<(String, IpFamily), Vec<Waiter>> = BTreeMap::new();
         for w in &self.world.waiters {

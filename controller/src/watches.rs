@@ -65,30 +65,38 @@ struct CachedView {
 impl LeaseViews {
     /// The views of `objects` (no view for a hold or a malformed object),
     /// reading only the objects not seen in the last call; forgets the rest.
-    pub(crate) fn of(&mut self, objects: &[Arc<NetworkEndpoint>]) -> Vec<Arc<Lease>> {
+    /// Also the views read in this call (the fresh ones).
+    pub(crate) fn of(&mut self, objects: &[Arc<NetworkEndpoint>]) -> (Vec<Arc<Lease>>, Vec<Arc<Lease>>) {
         self.generation += 1;
         let seen = self.generation;
         let mut out = Vec::with_capacity(objects.len());
+        let mut fresh = Vec::new();
         for ep in objects {
-            out.extend(self.view(ep, seen));
+            out.extend(self.view(ep, seen, &mut fresh));
         }
         self.by_object.retain(|_, c| c.seen == seen);
-        out
+        (out, fresh)
     }
 
     /// The views of `objects`, a part of the store: read as [`Self::of`]
     /// reads them, and kept for it, but forgetting nothing.
-    pub(crate) fn some<'o>(&mut self, objects: impl Iterator<Item = &'o Arc<NetworkEndpoint>>) -> Vec<Arc<Lease>> {
+    pub(crate) fn some<'o>(
+        &mut self,
+        objects: impl Iterator<Item = &'o Arc<NetworkEndpoint>>,
+    ) -> (Vec<Arc<Lease>>, Vec<Arc<Lease>>) {
         let seen = self.generation;
-        objects.filter_map(|ep| self.view(ep, seen)).collect()
+        let mut fresh = Vec::new();
+        let out = objects.filter_map(|ep| self.view(ep, seen, &mut fresh)).collect();
+        (out, fresh)
     }
 
-    /// The view of `ep`, read only if it is not kept yet; marked seen in call `seen`.
-    fn view(&mut self, ep: &Arc<NetworkEndpoint>, seen: u64) -> Option<Arc<Lease>> {
-        let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| CachedView {
-            _object: ep.clone(),
-            view: Lease::of(ep).map(Arc::new),
-            seen,
+    /// The view of `ep`, read only if it is not kept yet (then also pushed
+    /// to `fresh`); marked seen in call `seen`.
+    fn view(&mut self, ep: &Arc<NetworkEndpoint>, seen: u64, fresh: &mut Vec<Arc<Lease>>) -> Option<Arc<Lease>> {
+        let cached = self.by_object.entry(Arc::as_ptr(ep) as usize).or_insert_with(|| {
+            let view = Lease::of(ep).map(Arc::new);
+            fresh.extend(view.clone());
+            CachedView { _object: ep.clone(), view, seen }
         });
         cached.seen = seen;
         cached.view.clone()
@@ -422,10 +430,11 @@ impl Stores {
                 .filter(|ep| pools.contains(ep.spec.pool.as_str()))
                 .collect()
         };
-        let leases = self.views.lock().unwrap_or_else(PoisonError::into_inner).some(theirs.iter());
+        let (leases, fresh) = self.views.lock().unwrap_or_else(PoisonError::into_inner).some(theirs.iter());
         let holds = theirs.iter().filter_map(|ep| Hold::of(ep)).collect();
         let PoolLimits { ranges, capacity, capacity_bound } = self.pool_limits(networks, |p| pools.contains(p));
-        Some(World { leases, holds, ranges, capacity, capacity_bound, waiters, ..World::default() })
+        let fresh = Some(fresh);
+        Some(World { leases, holds, ranges, capacity, capacity_bound, waiters, fresh, ..World::default() })
     }
 
     /// The ranges, capacities and admission bounds of the pools `keep` accepts.
@@ -456,11 +465,13 @@ impl Stores {
     pub fn world(&self, needs: Vec<decide::Need>, networks: &[IpamConfig]) -> World {
         let objects = self.leases.state();
         let PoolLimits { ranges, capacity, capacity_bound } = self.pool_limits(networks, |_| true);
+        let (leases, fresh) = self.views.lock().unwrap_or_else(PoisonError::into_inner).of(&objects);
         World {
+            fresh: Some(fresh),
             waiters: self.waiters(),
             believed: HashMap::new(),
             ranges,
-            leases: self.views.lock().unwrap_or_else(PoisonError::into_inner).of(&objects),
+            leases,
             holds: objects.iter().filter_map(|ep| Hold::of(ep)).collect(),
             nodes: self.nodes.state().iter().map(|n| n.name_any()).collect(),
             pod_uids: self.pods.iter().flat_map(|p| p.state()).filter_map(|p| p.uid()).collect(),
@@ -563,21 +574,32 @@ mod tests {
     fn a_pass_reads_again_only_the_leases_the_watch_replaced() {
         let mut views = LeaseViews::default();
         let (a, b) = (endpoint("10.0.0.1", "n1"), endpoint("10.0.0.2", "n1"));
-        let first = views.of(&[a.clone(), b.clone()]);
+        let (first, fresh) = views.of(&[a.clone(), b.clone()]);
         assert_eq!(first.iter().map(|l| l.node.as_str()).collect::<Vec<_>>(), ["n1", "n1"]);
+        assert_eq!(fresh.len(), 2, "every view of a first snapshot is fresh");
         // Unchanged objects: the very same views, not read again.
-        let second = views.of(&[a.clone(), b.clone()]);
+        let (second, fresh) = views.of(&[a.clone(), b.clone()]);
         assert!(first.iter().zip(&second).all(|(x, y)| Arc::ptr_eq(x, y)));
+        assert!(fresh.is_empty(), "nothing read again is fresh");
         // The watch replaced b (another node now) and removed a.
         let b2 = endpoint("10.0.0.2", "n2");
-        let third = views.of(&[b2]);
+        let (third, fresh) = views.of(std::slice::from_ref(&b2));
         assert_eq!(third.len(), 1);
         assert_eq!(third[0].node, "n2", "a replaced object is read again");
+        assert!(fresh.len() == 1 && Arc::ptr_eq(&fresh[0], &third[0]), "and is fresh");
         assert_eq!(views.cached(), 1, "what left the store is forgotten");
+        // A part of the store read by a queue pass: what it read is fresh
+        // there, and not again in the next full snapshot.
+        let c = endpoint("10.0.0.4", "n1");
+        let (part, fresh) = views.some([c.clone()].iter());
+        assert!(part.len() == 1 && fresh.len() == 1);
+        let (_, fresh) = views.of(&[b2, c]);
+        assert!(fresh.is_empty());
         // A hold has no lease view, and is remembered as such.
         let mut hold = (*endpoint("10.0.0.3", "n1")).clone();
         hold.spec.role = Some(netendpoint_crd::Role::Hold);
-        assert!(views.of(&[Arc::new(hold)]).is_empty());
+        let (held, fresh) = views.of(&[Arc::new(hold)]);
+        assert!(held.is_empty() && fresh.is_empty());
     }
 
     #[test]

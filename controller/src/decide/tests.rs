@@ -723,6 +723,43 @@ fn a_pool_of_unknown_ranges_promises_the_addresses_it_saw_allocated_once_they_ar
 }
 
 #[test]
+fn a_term_notes_every_lease_once_then_only_the_fresh_ones() {
+    let s = settings();
+    let promise_of = |w: &mut World, m: &mut Memory, at: i64| {
+        for x in &mut w.waiters {
+            x.status = m.promised.get(&x.uid).cloned().unwrap_or_default();
+        }
+        kinds(&decide(w, &s, m, t(at)))
+    };
+    // Pool p, ranges unknown. The views were read before this term: none is fresh.
+    let mut w = world(vec![Lease::test("10.0.0.2"), Lease::test("10.0.0.3")]);
+    w.fresh = Some(Vec::new());
+    let mut m = Memory::default();
+    // A queue pass first, over part of the store, does not count as having noted everything.
+    assert!(serve_queues(&w, &s, &mut m, t(39)).actions.is_empty());
+    w.waiters = vec![waiter("first", 100, 60), waiter("second", 101, 60)];
+    w.believed = w.waiters.iter().map(|x| (x.uid.clone(), Ok(()))).collect();
+    assert_eq!(promise_of(&mut w, &mut m, 40), ["queue first (1/2)", "queue second (2/2)"]);
+    // The term's first full pass noted both: .3, gone, is promised.
+    w.leases.retain(|l| l.name == "p.10.0.0.2");
+    assert_eq!(promise_of(&mut w, &mut m, 41), ["promise 10.0.0.3 to first (1/2)"]);
+    // Later passes note what is fresh: .5 came and went; .4 is in the
+    // snapshot but not fresh (its view was read before), so it is not read
+    // again (noted, it would be promised first, being lower).
+    let (five, four) = (Arc::new(Lease::test("10.0.0.5")), Arc::new(Lease::test("10.0.0.4")));
+    w.leases.extend([five.clone(), four]);
+    w.fresh = Some(vec![five]);
+    assert!(promise_of(&mut w, &mut m, 42).is_empty());
+    w.leases.retain(|l| l.name == "p.10.0.0.2");
+    w.fresh = Some(Vec::new());
+    assert_eq!(
+        promise_of(&mut w, &mut m, 43),
+        ["promise 10.0.0.5 to second (2/2)"],
+        "the fresh .5 was noted; .4 was not read again"
+    );
+}
+
+#[test]
 fn a_waiter_is_promised_only_an_address_of_the_spans_it_announced() {
     let s = settings();
     let ip = |x: &str| x.parse::<IpAddr>().unwrap();
