@@ -108,7 +108,8 @@ impl LeaseViews {
     }
 }
 
-/// Runs a reflector for `stream`'s objects, waking `notify` on every event
+/// Runs a reflector for `stream`'s objects, backing off on errors as
+/// kube-runtime's reflectors do by default, waking `notify` on every event
 /// and setting `listed` once the first list is done.
 fn spawn_reflector<K, S>(
     writer: reflector::store::Writer<K>,
@@ -121,6 +122,7 @@ fn spawn_reflector<K, S>(
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
+    let stream = stream.backoff(watcher::DefaultBackoff::default());
     spawn_reflector_seeing(writer, stream, notify, what, listed, |_: &watcher::Event<K>| {});
 }
 
@@ -170,25 +172,10 @@ impl kube::runtime::utils::Backoff for QuickFirst {
     }
 }
 
-/// [`spawn_reflector`], showing `see` each event once the store has it,
-/// before `notify` wakes the passes.
+/// [`spawn_reflector`] over a stream that backs off on errors itself,
+/// showing `see` each event once the store has it, before `notify` wakes
+/// the passes.
 fn spawn_reflector_seeing<K, S>(
-    writer: reflector::store::Writer<K>,
-    stream: S,
-    notify: Arc<Notify>,
-    what: &'static str,
-    listed: Option<Arc<AtomicBool>>,
-    see: impl FnMut(&watcher::Event<K>) + Send + 'static,
-) where
-    K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-    S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-{
-    spawn_reflector_with(writer, stream.backoff(watcher::DefaultBackoff::default()), notify, what, listed, see);
-}
-
-/// [`spawn_reflector_seeing`] over a stream that backs off on errors itself.
-fn spawn_reflector_with<K, S>(
     writer: reflector::store::Writer<K>,
     stream: S,
     notify: Arc<Notify>,
@@ -293,6 +280,7 @@ impl Stores {
             });
         let by_pool = Arc::new(Mutex::new(PoolIndex::default()));
         let index = by_pool.clone();
+        let lease_stream = lease_stream.backoff(watcher::DefaultBackoff::default());
         spawn_reflector_seeing(w, lease_stream, notify.clone(), "leases", None, move |ev| {
             index.lock().unwrap_or_else(PoisonError::into_inner).see(ev);
         });
@@ -318,7 +306,7 @@ impl Stores {
         // The queue entries wake `queued`: a pass at once, and a watch back at once.
         let (needs, w) = reflector::store();
         let needs_stream = watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()).backoff(QuickFirst::new());
-        spawn_reflector_with(w, needs_stream, queued.clone(), "needs", None, |_| {});
+        spawn_reflector_seeing(w, needs_stream, queued.clone(), "needs", None, |_| {});
         let net_conf = opts.net_conf()?.map(|one| one_configmap(client, one, notify, "net-conf"));
         // The pools parameter, so that one deleted by hand is written again at once.
         let pools_param = opts.pools_param()?.map(|one| one_configmap(client, one, notify, "pools-param"));
