@@ -162,6 +162,9 @@ impl Ctx {
             "dataDir": self.work.join("data").join(pool),
             "waitForRelease": "30s",
         });
+        if let Ok(file) = std::env::var("BENCH_PLUGIN_LOG") {
+            ipam["log"] = json!({"file": file, "level": "debug"});
+        }
         for (k, v) in extra.as_object().unwrap() {
             ipam[k] = v.clone();
         }
@@ -339,11 +342,7 @@ impl Ctx {
     /// The plugin configuration of node `node` in `pool`, with the node's own
     /// `dataDir` under `dir`, as a real node has.
     pub(crate) fn node_conf(&self, pool: &str, subnet: &str, node: &str, dir: &str) -> Vec<u8> {
-        let mut extra = json!({"nodeName": node, "dataDir": self.work.join(dir).join(node)});
-        if let Ok(file) = std::env::var("BENCH_PLUGIN_LOG") {
-            extra["log"] = json!({"file": file, "level": "debug"});
-        }
-        self.netconf(pool, subnet, extra)
+        self.netconf(pool, subnet, json!({"nodeName": node, "dataDir": self.work.join(dir).join(node)}))
     }
 
     /// Deletes the lease named `name` (one DELETE, no preconditions).

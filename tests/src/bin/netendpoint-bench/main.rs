@@ -29,11 +29,11 @@
 //! prints the report and writes no file. `BENCH_CONTROLLER_LOG` is the
 //! controller's `RUST_LOG` (default `warn`; its log is `controller.log` in
 //! the run's work directory), and with `BENCH_KEEP` set such a run keeps
-//! that directory. `BENCH_PLUGIN_LOG=<file>` has every ADD of the cases
-//! that use a node's configuration (and of the `reuse` case) log there at
-//! debug level, and `BENCH_BREAKDOWN` prints the at-once cases' requests by
-//! resource, verb and code, per ADD. `BENCH_ROUNDS` prints each `reuse`
-//! round's latency and wall-clock end, to find a slow round in the logs;
+//! that directory. `BENCH_PLUGIN_LOG=<file>` has every invocation log
+//! there at debug level (but those of the cases that keep their own log),
+//! and `BENCH_BREAKDOWN` prints the at-once cases' requests by resource,
+//! verb and code, per ADD. `BENCH_ROUNDS` prints each `reuse` round's
+//! latency and wall-clock end, to find a slow round in the logs;
 //! `BENCH_AGENT_LOG` is watcher-example's `RUST_LOG` (default `error`),
 //! and `BENCH_AGENT_LOG_FILE=<file>` keeps its log.
 

@@ -12,9 +12,6 @@ pub(crate) fn bench_release_to_reuse(ctx: &Ctx, report: &mut String) {
     let conf = {
         let mut v: Value = serde_json::from_slice(&conf).unwrap();
         v["ipam"]["ranges"] = json!([[{"subnet": "10.96.0.0/29", "rangeStart": "10.96.0.2", "rangeEnd": "10.96.0.5"}]]);
-        if let Ok(file) = std::env::var("BENCH_PLUGIN_LOG") {
-            v["ipam"]["log"] = json!({"file": file, "level": "debug"});
-        }
         serde_json::to_vec(&v).unwrap()
     };
     for i in 0..4 {
