@@ -70,6 +70,8 @@ struct Search<'s> {
     /// summarises) reads the pool summary first, as a missing one ends the
     /// search by summaries at once.
     shard_first: bool,
+    /// The node had a hint of this set at all.
+    hinted: bool,
 }
 
 impl Search<'_> {
@@ -97,6 +99,14 @@ impl Search<'_> {
         v.leased.set(shard_index(ip));
     }
 
+    /// True when the node's hint, with this ADD's refused creates marked,
+    /// shows every usable address of `shard` leased.
+    fn hinted_full(&self, shard: IpAddr) -> bool {
+        self.views
+            .get(&shard)
+            .is_some_and(|(v, fresh)| !fresh && v.leased.count() as usize >= self.set.usable_in_shard(shard).max(1))
+    }
+
     fn fresh(&self, shard: IpAddr) -> bool {
         self.views.get(&shard).is_some_and(|(_, fresh)| *fresh)
     }
@@ -122,9 +132,11 @@ pub async fn claim<S: Clock + Leases + Summaries + Queue + Signals>(
         probed_until: None,
         pool: None,
         shard_first: false,
+        hinted: false,
     };
     let hint = local.shard_hint(index);
     s.shard_first = hint.as_ref().is_some_and(|h| h.summarised);
+    s.hinted = hint.is_some();
     if let Some(h) = &hint
         && let Some(leased) = Bitmap::decode(&h.leased)
     {
@@ -206,7 +218,25 @@ async fn from_hint<S: Leases>(
 /// room makes no other read, and only a shard without a summary needs the
 /// pool summary, to tell a shard the controller saw no lease in from a pool
 /// no controller summarises.
+///
+/// Both reads go out at once, one round trip instead of two, where the ADD
+/// needs both: a node with no hint at all reads the pool summary anyway, and
+/// one whose hint (with this ADD's refusals) shows the shard full is about
+/// to wait. The pool summary missing (no controller) wastes the shard's
+/// read, once per node: the hint it leaves says so.
 async fn read_shard<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>, shard: IpAddr) -> Result<bool> {
+    let both = if s.shard_first { s.hinted_full(shard) } else { !s.hinted };
+    if both && s.pool.is_none() {
+        let (pool, view) = tokio::join!(
+            c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)),
+            c.retrying("read a shard summary", || c.store.shard(&c.conf.pool, shard)),
+        );
+        if !take_pool(c, s, pool?) {
+            return Ok(false);
+        }
+        s.views.insert(shard, (view?.unwrap_or_default(), true));
+        return Ok(true);
+    }
     if !s.shard_first && !read_pool(c, s).await? {
         return Ok(false);
     }
@@ -231,17 +261,23 @@ async fn read_pool<S: Clock + Summaries>(c: &Claiming<'_, S>, s: &mut Search<'_>
     }
     // A stale summary is still a hint (its bits cost refused creates, never
     // a second holder); only the wait stops trusting it.
-    let Some(pool) = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await? else {
+    let pool = c.retrying("read the pool summary", || c.store.pool_summary(&c.conf.pool)).await?;
+    Ok(take_pool(c, s, pool))
+}
+
+/// Keeps the pool summary read; false when there is none.
+fn take_pool<S: Clock>(c: &Claiming<'_, S>, s: &mut Search<'_>, pool: Option<PoolSummaryView>) -> bool {
+    let Some(pool) = pool else {
         debug!(pool = %c.conf.pool, "no pool summary: probing by create");
         s.summaries = false;
-        return Ok(false);
+        return false;
     };
     s.confirmed = summary_is_fresh(c.store, &pool);
     if !s.confirmed {
         warn!(pool = %c.conf.pool, "the pool summary is not confirmed by netendpoint-controller: a hint only");
     }
     s.pool = Some(pool);
-    Ok(true)
+    true
 }
 
 /// True while the controller confirms the summary (on the server's clock).

@@ -105,6 +105,9 @@ struct State {
     events: Vec<(String, String)>,
     entries: BTreeMap<String, NetworkEndpointNeed>,
     calls: BTreeMap<&'static str, usize>,
+    /// Calls in flight now, and the pairs of operations seen in flight together.
+    in_flight: Vec<&'static str>,
+    together: BTreeMap<(&'static str, &'static str), usize>,
     faults: HashMap<&'static str, VecDeque<Fault>>,
     lost_creates: usize,
     crd_served: bool,
@@ -160,11 +163,32 @@ impl MemStore {
             Some(Fault::Hang) => std::future::pending().await,
             Some(f) => Err(f.error(op)),
             None => {
+                self.depart(op);
                 // Every call is a round trip: let other ADDs run meanwhile, as they would.
                 tokio::task::yield_now().await;
+                let mut st = self.state.lock().unwrap();
+                if let Some(i) = st.in_flight.iter().position(|o| *o == op) {
+                    st.in_flight.swap_remove(i);
+                }
                 Ok(())
             }
         }
+    }
+
+    /// Notes `op` in flight, beside the calls already in flight.
+    fn depart(&self, op: &'static str) {
+        let mut st = self.state.lock().unwrap();
+        let pairs: Vec<_> = st.in_flight.iter().map(|o| if *o < op { (*o, op) } else { (op, *o) }).collect();
+        for pair in pairs {
+            *st.together.entry(pair).or_default() += 1;
+        }
+        st.in_flight.push(op);
+    }
+
+    /// How often a call of `a` and one of `b` were in flight together: their
+    /// round trips overlapped, as those of a `join` do.
+    pub fn overlapped(&self, a: &'static str, b: &'static str) -> usize {
+        self.state.lock().unwrap().together.get(&if a < b { (a, b) } else { (b, a) }).copied().unwrap_or(0)
     }
 
     /// How often `op` was called.

@@ -125,7 +125,9 @@ async fn without_summaries_an_add_probes_by_create_and_lists_nothing() {
         add(&store, &c, &who(&format!("new-{i}")), &s.local).await.unwrap();
     }
     no_list(&store);
-    assert_eq!(store.calls("shard"), 0, "no summary to read");
+    // A node's first search reads its shard beside the pool summary, before
+    // it knows there is none; the hint it leaves says so, and no other does.
+    assert_eq!(store.calls("shard"), 1, "no summary to read, after the first search");
 }
 
 /// A summary frozen while other ADDs go on (the controller stopped): its
@@ -232,6 +234,42 @@ async fn a_queued_add_gets_its_promised_release_as_soon_as_it_ends() {
     let requests = store.total_calls() - before;
     assert!(requests <= 14, "{requests} requests: search, join, promise, watch, create, leave");
     assert!(store.entries().is_empty(), "the entry is gone with the wait");
+    no_list(&store);
+}
+
+/// An ADD about to wait reads its shard and the pool summary at once (one
+/// round trip of the waiting ADD's few), with no more requests than reading
+/// them in turn: a node with no hint yet, which reads both anyway, and a
+/// node whose hint shows its shard full. ADDs that find room read neither.
+#[tokio::test(start_paused = true)]
+async fn an_add_about_to_wait_reads_its_shard_and_the_pool_summary_at_once() {
+    let store = Arc::new(MemStore::new(T0, &["n1"]));
+    let c = conf("10.0.0.0/29", json!({"waitForRelease": "8s", "finalizers": [FIN]}));
+    let controller = store.spawn_queue_controller("p", c.range_sets[0].clone());
+    let s = Scratch::new("about-to-wait");
+    let mut held = Vec::new();
+    for i in 0..5 {
+        held.push(add(&*store, &c, &who(&format!("warm-{i}")), &s.local).await.unwrap());
+    }
+    assert_eq!(store.calls("shard") + store.calls("pool_summary"), 0, "ADDs with room read no summary");
+    // The first wait has no hint (the ADDs before it read nothing); the second, the hint the first left.
+    for (round, old) in [2, 4].into_iter().enumerate() {
+        let victim = netendpoint_crd::endpoint_name("p", held[old].ips[0].address.addr());
+        store.release(&victim);
+        let ack = ack_after(&store, &victim, Duration::from_millis(300));
+        let (before, shards, pools) = (store.total_calls(), store.calls("shard"), store.calls("pool_summary"));
+        let r = add(&*store, &c, &who(&format!("new-{round}")), &s.local).await.unwrap();
+        ack.await.unwrap();
+        assert_eq!(ip_of(&r), ip_of(&held[old]));
+        assert_eq!(store.overlapped("shard", "pool_summary"), round + 1, "round {round}: the two reads at once");
+        let reads = (store.calls("shard") - shards, store.calls("pool_summary") - pools);
+        assert_eq!(reads, (1, 1), "round {round}: each read once");
+        let requests = store.total_calls() - before;
+        // A refused create (the first round, without a hint), the two reads, the join, the entry's
+        // watch (twice), the promised release read and watched, the create and the leave.
+        assert!(requests <= 10 - round, "round {round}: {requests} requests");
+    }
+    controller.abort();
     no_list(&store);
 }
 
