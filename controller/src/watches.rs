@@ -123,7 +123,21 @@ fn spawn_reflector<K, S>(
     S: futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
 {
     let stream = stream.backoff(watcher::DefaultBackoff::default());
-    spawn_reflector_seeing(writer, stream, notify, what, listed, |_: &watcher::Event<K>| {});
+    spawn_reflector_seeing(writer, stream, Wake::usual(notify), what, listed, |_: &watcher::Event<K>| false);
+}
+
+/// What a reflector's events wake: `usual`, which the passes coalesce
+/// into bursts, or `urgent` for an event that `see` says a waiting ADD
+/// waits on (the passes act on it at once).
+struct Wake {
+    usual: Arc<Notify>,
+    urgent: Arc<Notify>,
+}
+
+impl Wake {
+    fn usual(notify: Arc<Notify>) -> Self {
+        Self { urgent: notify.clone(), usual: notify }
+    }
 }
 
 /// A watch error is retried after this pause the first time (see [`QuickFirst`]).
@@ -173,15 +187,15 @@ impl kube::runtime::utils::Backoff for QuickFirst {
 }
 
 /// [`spawn_reflector`] over a stream that backs off on errors itself,
-/// showing `see` each event once the store has it, before `notify` wakes
-/// the passes.
+/// showing `see` each event once the store has it, before `wake` wakes
+/// the passes: its urgent notification when `see` returns true.
 fn spawn_reflector_seeing<K, S>(
     writer: reflector::store::Writer<K>,
     stream: S,
-    notify: Arc<Notify>,
+    wake: Wake,
     what: &'static str,
     listed: Option<Arc<AtomicBool>>,
-    mut see: impl FnMut(&watcher::Event<K>) + Send + 'static,
+    mut see: impl FnMut(&watcher::Event<K>) -> bool + Send + 'static,
 ) where
     K: kube::Resource + Clone + Send + Sync + std::fmt::Debug + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -190,20 +204,34 @@ fn spawn_reflector_seeing<K, S>(
     tokio::spawn(async move {
         let mut s = reflector::reflector(writer, stream).boxed();
         while let Some(ev) = s.next().await {
-            match &ev {
-                Err(e) => warn!(what, error = %e, "watch failed; retrying"),
+            let urgent = match &ev {
+                Err(e) => {
+                    warn!(what, error = %e, "watch failed; retrying");
+                    false
+                }
                 Ok(ev) => {
-                    see(ev);
                     if matches!(ev, watcher::Event::InitDone)
                         && let Some(l) = &listed
                     {
                         l.store(true, Ordering::Relaxed);
                     }
+                    see(ev)
                 }
-            }
-            notify.notify_one();
+            };
+            if urgent { &wake.urgent } else { &wake.usual }.notify_one();
         }
     });
+}
+
+/// True if `ev` ends a release, or begins or advances one, in a pool that
+/// has a queue entry: the waiter at its head is promised the address.
+fn releases_for_a_waiter(ev: &watcher::Event<NetworkEndpoint>, needs: &reflector::Store<NetworkEndpointNeed>) -> bool {
+    let ep = match ev {
+        watcher::Event::Delete(ep) => ep,
+        watcher::Event::Apply(ep) if ep.metadata.deletion_timestamp.is_some() => ep,
+        _ => return false,
+    };
+    needs.find(|n| n.spec.slot.is_some() && n.spec.pool == ep.spec.pool).is_some()
 }
 
 /// The names of the stored leases and holds, by pool: what a queue pass
@@ -261,7 +289,8 @@ impl Stores {
     /// `notify` on every event: the leases of `--selector`, Nodes,
     /// StatefulSets, claims, the `--net-conf` ConfigMap when named, and Pods
     /// when the Pod-gone cleanup is on. The needs (the queue entries among
-    /// them) wake `queued` instead, which the passes do not coalesce.
+    /// them) wake `queued` instead, which the passes do not coalesce, as
+    /// does a lease's release in a pool with a queue entry.
     pub fn start(
         client: &Client,
         opts: &Options,
@@ -270,6 +299,10 @@ impl Stores {
         queued: &Arc<Notify>,
     ) -> Result<Self> {
         let cfg = watcher::Config::default;
+        // The queue entries wake `queued`: a pass at once, and a watch back at once.
+        let (needs, w) = reflector::store();
+        let needs_stream = watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()).backoff(QuickFirst::new());
+        spawn_reflector_seeing(w, needs_stream, Wake::usual(queued.clone()), "needs", None, |_| true);
         let (leases, w) = reflector::store();
         let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
         // Whole objects: the controller reads pool, node and Pod from the spec
@@ -281,8 +314,13 @@ impl Stores {
         let by_pool = Arc::new(Mutex::new(PoolIndex::default()));
         let index = by_pool.clone();
         let lease_stream = lease_stream.backoff(watcher::DefaultBackoff::default());
-        spawn_reflector_seeing(w, lease_stream, notify.clone(), "leases", None, move |ev| {
+        // A release in a pool an ADD waits in wakes `queued`, so that its
+        // waiter is promised the address without a burst's wait.
+        let wake = Wake { usual: notify.clone(), urgent: queued.clone() };
+        let queues = needs.clone();
+        spawn_reflector_seeing(w, lease_stream, wake, "leases", None, move |ev| {
             index.lock().unwrap_or_else(PoisonError::into_inner).see(ev);
+            releases_for_a_waiter(ev, &queues)
         });
         let (nodes, w) = reflector::store();
         spawn_reflector(
@@ -303,10 +341,6 @@ impl Stores {
             );
             pods
         });
-        // The queue entries wake `queued`: a pass at once, and a watch back at once.
-        let (needs, w) = reflector::store();
-        let needs_stream = watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()).backoff(QuickFirst::new());
-        spawn_reflector_seeing(w, needs_stream, queued.clone(), "needs", None, |_| {});
         let net_conf = opts.net_conf()?.map(|one| one_configmap(client, one, notify, "net-conf"));
         // The pools parameter, so that one deleted by hand is written again at once.
         let pools_param = opts.pools_param()?.map(|one| one_configmap(client, one, notify, "pools-param"));
@@ -516,6 +550,49 @@ mod tests {
         b.reset();
         tokio::time::advance(QUICK_RETRY_EVERY).await;
         assert_eq!(b.next(), Some(QUICK_RETRY), "quick again once the interval passed");
+    }
+
+    fn need(pool: &str, slot: Option<u8>) -> NetworkEndpointNeed {
+        let spec = netendpoint_crd::NetworkEndpointNeedSpec {
+            pool: pool.into(),
+            node: "n1".into(),
+            pod: netendpoint_crd::PodRef { namespace: "default".into(), name: "p".into(), uid: String::new() },
+            wait_seconds: 10,
+            slot,
+            ip_family: None,
+            container_id: None,
+            if_name: None,
+            deadline: None,
+            spans: None,
+        };
+        let name = slot.map_or(format!("{pool}.n1"), |s| format!("{pool}.n1.{s}"));
+        NetworkEndpointNeed::new(&name, spec)
+    }
+
+    /// A release (begun, advanced or ended) in a pool with a queue entry
+    /// wakes the passes at once; one in another pool, a lease that is not
+    /// releasing, and a pool with only an older plugin's need do not.
+    #[test]
+    fn a_release_in_a_pool_with_a_queue_entry_is_acted_on_at_once() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let (needs, mut w) = reflector::store();
+        w.apply_watcher_event(&watcher::Event::Apply(need("p", Some(0))));
+        w.apply_watcher_event(&watcher::Event::Apply(need("other", None)));
+        let lease = |pool: &str, releasing: bool| {
+            let mut ep = (*endpoint("10.0.0.2", "n1")).clone();
+            ep.spec.pool = pool.into();
+            if releasing {
+                ep.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+            }
+            ep
+        };
+        let urgent = |ev: watcher::Event<NetworkEndpoint>| releases_for_a_waiter(&ev, &needs);
+        assert!(urgent(watcher::Event::Delete(lease("p", false))), "a release ended");
+        assert!(urgent(watcher::Event::Apply(lease("p", true))), "a release begun or a finalizer removed");
+        assert!(!urgent(watcher::Event::Apply(lease("p", false))), "a lease created or changed");
+        assert!(!urgent(watcher::Event::InitApply(lease("p", true))), "a relist");
+        assert!(!urgent(watcher::Event::Delete(lease("q", false))), "a pool nobody waits in");
+        assert!(!urgent(watcher::Event::Delete(lease("other", false))), "an older plugin's need is no queue");
     }
 
     fn endpoint(ip: &str, node: &str) -> Arc<NetworkEndpoint> {
