@@ -302,7 +302,7 @@ impl Stores {
         // The queue entries wake `queued`: a pass at once, and a watch back at once.
         let (needs, w) = reflector::store();
         let needs_stream = watcher(Api::<NetworkEndpointNeed>::all(client.clone()), cfg()).backoff(QuickFirst::new());
-        spawn_reflector_seeing(w, needs_stream, Wake::usual(queued.clone()), "needs", None, |_| true);
+        spawn_reflector_seeing(w, needs_stream, Wake::usual(queued.clone()), "needs", None, |_| false);
         let (leases, w) = reflector::store();
         let selected = if opts.selector.is_empty() { cfg() } else { cfg().labels(&opts.selector) };
         // Whole objects: the controller reads pool, node and Pod from the spec
