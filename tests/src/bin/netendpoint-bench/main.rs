@@ -35,7 +35,8 @@
 //! verb and code, per ADD. `BENCH_ROUNDS` prints each `reuse` round's
 //! latency and wall-clock end, to find a slow round in the logs;
 //! `BENCH_AGENT_LOG` is watcher-example's `RUST_LOG` (default `error`),
-//! and `BENCH_AGENT_LOG_FILE=<file>` keeps its log.
+//! and `BENCH_AGENT_LOG_FILE=<file>` keeps its log. `BENCH_FULL24_FILL`
+//! (50 to 95, default 90) is the fill the `full24` case keeps.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
