@@ -119,7 +119,14 @@ pub async fn run(opts: Options) -> Result<()> {
             }
         }
         if coalesce {
-            tokio::time::sleep(passes::coalesce_before_pass(started.elapsed())).await;
+            let wait = passes::coalesce_before_pass(started.elapsed()).max(passes.spacing_left());
+            if !wait.is_zero() {
+                // A queue entry or an urgent release cuts the wait short.
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = queued.notified() => {}
+                }
+            }
         }
     }
 }

@@ -19,11 +19,11 @@ use tracing::{debug, warn};
 /// A pass that takes this long is logged.
 const SLOW_PASS: Duration = Duration::from_secs(1);
 
-/// While ADDs wait, a full pass is due this many times the time its last
-/// one spent reading the snapshot and deciding, after it ended; the passes
-/// between serve only the queues.
+/// A full pass is due this many times the time its last one spent reading
+/// the snapshot and deciding, after it ended. While ADDs wait, the passes
+/// between serve only the queues; otherwise the next pass waits for it.
 const FULL_PASS_SPACING: u32 = 2;
-/// The longest a full pass waits for its turn while ADDs wait.
+/// The longest a full pass waits for its turn.
 const MAX_FULL_PASS_SPACING: Duration = Duration::from_millis(500);
 
 /// The longest pause between two passes when nothing changes.
@@ -51,6 +51,15 @@ pub fn coalesce_before_pass(since_last: Duration) -> Duration {
     if since_last < BURST { COALESCE } else { Duration::ZERO }
 }
 
+/// The wait before a full pass that `full_due` allows at `now`: none while
+/// ADDs wait (see [`Passes::spacing_left`]).
+pub fn spacing_left(full_due: Option<Instant>, waiting: bool, now: Instant) -> Duration {
+    match full_due {
+        Some(due) if !waiting => due.saturating_duration_since(now),
+        _ => Duration::ZERO,
+    }
+}
+
 /// What a leadership term remembers.
 #[derive(Default)]
 struct Term {
@@ -71,8 +80,11 @@ pub struct Passes {
     pools_param: Option<(String, String)>,
     pool_status: Option<PoolStatusWriter>,
     term: Term,
-    /// When the next full pass is due, if queue passes serve the waiters until then.
+    /// When the next full pass is due: queue passes serve the waiters until
+    /// then, and an ordinary event waits for it.
     full_due: Option<Instant>,
+    /// The last pass found ADDs waiting (on the leader).
+    waiting: bool,
     /// The time the last full pass spent on its snapshot and decisions.
     read_for: Duration,
 }
@@ -95,8 +107,21 @@ impl Passes {
             pool_status,
             term: Term::default(),
             full_due: None,
+            waiting: false,
             read_for: Duration::ZERO,
         }
+    }
+
+    /// How long a pass woken by an ordinary watch event (not a queue
+    /// entry's, not an urgent release's) waits, beyond the burst's
+    /// coalescing: until the next full pass is due. A full pass takes its
+    /// snapshot and decides over every lease, so under a steady churn of a
+    /// large pool back-to-back passes would keep a core busy; spaced by
+    /// [`FULL_PASS_SPACING`] times their own cost, they take at most about
+    /// a third of one. While ADDs wait, nothing is held back here: the pass
+    /// then serves the queues first and spaces only its full part.
+    pub fn spacing_left(&self) -> Duration {
+        spacing_left(self.full_due, self.waiting, Instant::now())
     }
 
     /// Starts a new leadership term: every grace starts again, and every
@@ -104,6 +129,7 @@ impl Passes {
     pub fn new_term(&mut self) {
         self.term = Term::default();
         self.full_due = None;
+        self.waiting = false;
         if let Some(w) = self.pool_status.as_mut() {
             w.reset();
         }
@@ -123,6 +149,7 @@ impl Passes {
     pub async fn pass(&mut self, is_leader: bool) -> Decision {
         let started = Instant::now();
         let queued = if is_leader { self.queue_pass().await } else { None };
+        self.waiting = queued.is_some();
         if let (Some(mut d), Some(due)) = (queued, self.full_due)
             && started < due
         {
@@ -279,6 +306,16 @@ mod tests {
         assert_eq!(pause_after(Some(Duration::from_secs(2))), Duration::from_secs(2));
         assert_eq!(pause_after(Some(Duration::from_secs(600))), IDLE_PASS);
         assert_eq!(pause_after(None), IDLE_PASS);
+    }
+
+    #[test]
+    fn an_ordinary_event_waits_for_the_full_pass_due_unless_adds_wait() {
+        let now = Instant::now();
+        let due = now + Duration::from_millis(300);
+        assert_eq!(spacing_left(Some(due), false, now), Duration::from_millis(300), "a large pool's churn is spaced");
+        assert_eq!(spacing_left(Some(due), true, now), Duration::ZERO, "the queue is served at once");
+        assert_eq!(spacing_left(Some(now), false, now + Duration::from_millis(5)), Duration::ZERO, "a pass past due");
+        assert_eq!(spacing_left(None, false, now), Duration::ZERO, "a term's first pass");
     }
 
     #[test]
