@@ -118,8 +118,9 @@ impl Passes {
     /// snapshot and decides over every lease, so under a steady churn of a
     /// large pool back-to-back passes would keep a core busy; spaced by
     /// [`FULL_PASS_SPACING`] times the cost of their snapshot and
-    /// decisions, those take at most about a third of one. While ADDs wait, nothing is held back here: the pass
-    /// then serves the queues first and spaces only its full part.
+    /// decisions, those take at most about a third of one. While ADDs wait,
+    /// nothing is held back here: the pass then serves the queues first and
+    /// spaces only its full part.
     pub fn spacing_left(&self) -> Duration {
         spacing_left(self.full_due, self.waiting, Instant::now())
     }

@@ -102,9 +102,14 @@ pub(crate) fn adds_at_once(
 
 /// The fill the /24 case keeps, in percent: 90, or `BENCH_FULL24_FILL`
 /// (50 to 95), to tell the ADDs in flight from the free addresses as the
-/// cause of its refusals.
+/// cause of its refusals. Any other value stops the run rather than measure
+/// a fill nobody asked for.
 fn full24_fill() -> u32 {
-    std::env::var("BENCH_FULL24_FILL").ok().and_then(|v| v.parse().ok()).filter(|f| (50..=95).contains(f)).unwrap_or(90)
+    let Ok(v) = std::env::var("BENCH_FULL24_FILL") else { return 90 };
+    v.parse()
+        .ok()
+        .filter(|f| (50..=95).contains(f))
+        .unwrap_or_else(|| panic!("BENCH_FULL24_FILL={v:?}: a percent from 50 to 95"))
 }
 
 /// The concurrencies of the /24 case: 64 nodes' ADDs, this many in flight
