@@ -7,7 +7,7 @@ TESTENV ?= $(CURDIR)/.testenv
 CARGO_TEST_THREADS ?= 2
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps tools release-tools build crd deploy lint audit unit test images release release-check e2e e2e-upgrade e2e-release demo demo-sticky demo-node bench testenv-start testenv-stop clean
+.PHONY: all deps tools release-tools build crd deploy lint audit unit test agent-conformance images release release-check e2e e2e-upgrade e2e-release demo demo-sticky demo-node bench testenv-start testenv-stop clean
 
 all: build
 
@@ -53,6 +53,13 @@ unit:
 # even when tests fail.
 test: tools build
 	@scripts/test.sh
+
+# The agent conformance suite (watcher-example/README.md, "Conformance")
+# against any agent that follows its contract:
+#   make agent-conformance AGENT='<command>' [SUITES=seed,stress,restart,uid]
+# Starts its own API server; prints a verdict per suite, fails on any failure.
+agent-conformance: tools build
+	@scripts/agent-conformance.sh
 
 # The images of deploy/ from the workspace, with no registry: static (musl)
 # binaries packed as the Containerfiles lay them out, as OCI archives in

@@ -39,6 +39,11 @@ set -e
 awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' \
   FS='[ ;]+' "$log"
 scripts/chart-test.sh "$env_dir/kubeconfig" || status=1
+
+# The Go agent kit: its unit tests, its tests against this API server, and
+# the conformance suite passed by its example agent and failed by a broken one.
+echo "== the Go agent kit (agentkit/)"
+scripts/agentkit-test.sh || status=1
 scripts/testenv.sh stop "$env_dir"
 
 # The real node (kubelet, containerd, runc): about 70 s once its binaries are

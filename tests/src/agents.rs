@@ -1,5 +1,12 @@
-//! The reference agent (`watcher-example`) run as a separate process, each
-//! with its own state directory, and its view compared with the leases.
+//! The agent under test run as a separate process, each with its own state
+//! directory, and its view compared with the leases.
+//!
+//! By default that is the reference agent, `watcher-example`, started with
+//! its own flags. With `NETENDPOINT_AGENT_CMD` set, it is any agent that
+//! follows the conformance contract (watcher-example/README.md,
+//! "Conformance"): the command is run by `sh -c` with the contract's
+//! environment, and the suites read only what the contract promises
+//! (`/readyz`, `/rules`, `events.jsonl`, the table kept across a restart).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +21,18 @@ use crate::scratch::unique;
 /// The `watcher-example` agent binary (built by `cargo build --workspace --bins`).
 pub fn agent_bin() -> PathBuf {
     built_bin("NETENDPOINT_AGENT", "watcher-example")
+}
+
+/// The command of the agent under conformance (`NETENDPOINT_AGENT_CMD`), or
+/// `None` for the reference agent driven by its own flags.
+pub fn conformance_cmd() -> Option<String> {
+    std::env::var("NETENDPOINT_AGENT_CMD").ok().filter(|c| !c.trim().is_empty())
+}
+
+/// True when the agent under test is the reference agent, whose metrics,
+/// log lines and extra flags some checks read beyond the contract.
+pub fn testing_reference_agent() -> bool {
+    conformance_cmd().is_none()
 }
 
 /// How to start an agent.
@@ -75,37 +94,13 @@ impl AgentProc {
     pub fn start_in(opts: AgentOpts, dir: PathBuf) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.log")).unwrap();
-        let mut cmd = Command::new(agent_bin());
-        cmd.arg("--node")
-            .arg(&opts.node)
-            .arg("--kubeconfig")
-            .arg(kubeconfig())
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--serve-rules")
-            .arg("--dataplane")
-            .arg(&opts.dataplane)
-            .arg("--state-file")
-            .arg(dir.join("state.json"))
-            .arg("--event-log")
-            .arg(dir.join("events.jsonl"))
-            .arg("--teardown-delay")
-            .arg(&opts.delay)
-            .args(&opts.extra)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        match &opts.finalizer {
-            Some(f) => cmd.arg("--finalizer").arg(f),
-            None => cmd.arg("--no-finalizer"),
+        let mut cmd = match conformance_cmd() {
+            Some(command) => contract_command(&command, &opts, port, &dir),
+            None => reference_command(&opts, port, &dir),
         };
-        if opts.naive {
-            cmd.arg("--naive-ip-keyed");
-        }
-        if let Some(ns) = &opts.netns {
-            cmd.arg("--netns").arg(ns);
-        }
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        // Its own process group, so that a kill reaches whatever `sh -c` started.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().unwrap();
         let mut agent = Self { child, port, dir, opts };
         agent.wait_ready();
@@ -125,8 +120,10 @@ impl AgentProc {
         panic!("agent not ready after 30 s; log:\n{}", self.log());
     }
 
-    /// SIGKILLs the agent (no graceful shutdown), keeping its directory.
+    /// SIGKILLs the agent and its process group (no graceful shutdown),
+    /// keeping its directory.
     pub fn kill(&mut self) {
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.child.id())]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -176,6 +173,55 @@ impl AgentProc {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
     }
+}
+
+/// `watcher-example` with its own flags (every option of [`AgentOpts`]).
+fn reference_command(opts: &AgentOpts, port: u16, dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(agent_bin());
+    cmd.arg("--node")
+        .arg(&opts.node)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--serve-rules")
+        .arg("--dataplane")
+        .arg(&opts.dataplane)
+        .arg("--state-file")
+        .arg(dir.join("state.json"))
+        .arg("--event-log")
+        .arg(dir.join("events.jsonl"))
+        .arg("--teardown-delay")
+        .arg(&opts.delay)
+        .args(&opts.extra)
+        .env("RUST_LOG", "info");
+    match &opts.finalizer {
+        Some(f) => cmd.arg("--finalizer").arg(f),
+        None => cmd.arg("--no-finalizer"),
+    };
+    if opts.naive {
+        cmd.arg("--naive-ip-keyed");
+    }
+    if let Some(ns) = &opts.netns {
+        cmd.arg("--netns").arg(ns);
+    }
+    cmd
+}
+
+/// An agent of the conformance contract: `sh -c <command>` with the
+/// contract's environment. What the agent is (naive or not, its dataplane)
+/// is its own: only the node, the finalizer and the teardown delay are given.
+fn contract_command(command: &str, opts: &AgentOpts, port: u16, dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .env("NETENDPOINT_NODE", &opts.node)
+        .env("NETENDPOINT_FINALIZER", opts.finalizer.as_deref().unwrap_or(""))
+        .env("KUBECONFIG", kubeconfig())
+        .env("NETENDPOINT_AGENT_ADDR", format!("127.0.0.1:{port}"))
+        .env("NETENDPOINT_AGENT_DIR", dir)
+        .env("NETENDPOINT_AGENT_TEARDOWN_DELAY", &opts.delay);
+    cmd
 }
 
 impl Drop for AgentProc {

@@ -82,8 +82,11 @@ async fn a_reused_ip_changes_hands_only_after_the_slow_agent_tore_down_the_old_r
     let logged: std::collections::BTreeMap<String, String> =
         a.final_table.iter().map(|(ip, uid)| (ip.to_string(), uid.clone())).collect();
     assert_eq!(rules, logged);
-    assert_eq!(agent.metric("netendpoint_agent_finalizers_removed_total") as usize, pods * rounds);
-    assert!(agent.metrics().contains("netendpoint_agent_release_seconds_count"));
+    if h::testing_reference_agent() {
+        // Beyond the conformance contract: the reference agent's own metrics.
+        assert_eq!(agent.metric("netendpoint_agent_finalizers_removed_total") as usize, pods * rounds);
+        assert!(agent.metrics().contains("netendpoint_agent_release_seconds_count"));
+    }
 
     println!(
         "seed: {pods} pods in a pool of {pods} IPs, {rounds} rounds, {} handovers all in order, 0 lost rules, \
@@ -104,6 +107,10 @@ async fn a_reused_ip_changes_hands_only_after_the_slow_agent_tore_down_the_old_r
 /// then gates the release exactly like a declared one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lazily_added_finalizer_gates_the_release_too() {
+    if !h::testing_reference_agent() {
+        println!("lazy finalizer: a flag of the reference agent, not part of the conformance contract; skipped");
+        return;
+    }
     let node = h::unique("lazy-node");
     let pool = h::unique("wlazy");
     let fin = format!("agent.example.com/{node}");

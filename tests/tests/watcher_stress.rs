@@ -154,11 +154,22 @@ async fn run(with_netendpoint: bool) -> Figures {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_rule_is_lost_in_hundreds_of_delete_and_recreate_cycles_and_the_control_loses_some() {
     let net = run(true).await;
+    if !h::testing_reference_agent() {
+        // An agent under conformance is judged on the protocol alone; the
+        // control run (no finalizers, naive agents) is the reference's figure.
+        println!("agent under conformance: {} lost rules in {} cycles", net.lost_rules, net.cycles);
+        assert_net(&net);
+        return;
+    }
     let ctl = run(false).await;
     println!(
         "HEADLINE with netendpoint: {} lost rules in {} cycles; with immediate reuse: {} lost rules in {} cycles",
         net.lost_rules, net.cycles, ctl.lost_rules, ctl.cycles
     );
+    assert_net(&net);
+}
+
+fn assert_net(net: &Figures) {
     assert!(net.cycles >= 300, "{net:?}");
     assert!(net.reused_ips > 0 && net.handovers >= net.cycles / 2, "the workload must reuse IPs: {net:?}");
     assert_eq!(net.lost_rules, 0, "{net:?}");

@@ -52,7 +52,9 @@ async fn a_late_finalizer_removal_never_strips_the_successor_under_the_same_name
     // Wait until the teardown of E1 has run (its log names the successor), or past it.
     let successor_seen = format!("successor_uid={uid2}");
     let deadline = released_at + delay + Duration::from_secs(5);
-    while Instant::now() < deadline && !agent.log().contains(&successor_seen) {
+    // An agent under conformance logs as it likes: wait out its teardown.
+    let reference = h::testing_reference_agent();
+    while Instant::now() < deadline && !(reference && agent.log().contains(&successor_seen)) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -69,7 +71,7 @@ async fn a_late_finalizer_removal_never_strips_the_successor_under_the_same_name
     assert!(!now.is_releasing(), "E2 is live");
     assert_eq!(agent.rules().get(ip), Some(&uid2), "the stale teardown of E1 left E2's rule alone");
     assert!(
-        agent.log().contains(&successor_seen),
+        !reference || agent.log().contains(&successor_seen),
         "the agent's teardown of E1 never reached the removal (the scenario was not exercised); log:\n{}",
         agent.log()
     );
