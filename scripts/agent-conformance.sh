@@ -26,7 +26,7 @@ fi
 cargo build -q --workspace --bins
 args=()
 for s in ${suites//,/ }; do args+=(--test "watcher_$s"); done
-cargo test -q -p netendpoint-tests --no-run "${args[@]}" 2>/dev/null
+cargo test -q -p netendpoint-tests --no-run "${args[@]}"
 
 logs=$(mktemp -d)
 export NETENDPOINT_AGENT_CMD="$AGENT"

@@ -2,11 +2,12 @@
 # The Go agent kit (agentkit/), against the API server of
 # NETENDPOINT_KUBECONFIG: gofmt and go vet, its unit tests, its tests
 # against the real API server (tag apiserver), then the agent conformance
-# suite: passed by the Go example agent, and failed, as it must be, by
-# watcher-example run as a broken agent (naive, holding no finalizer).
+# suite: passed by the Go example agent and by watcher-example under the
+# contract, and failed, as it must be, by watcher-example run as a broken
+# agent (naive, holding no finalizer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${NETENDPOINT_KUBECONFIG:?the API server's kubeconfig (make test starts one)}"
+: "${NETENDPOINT_KUBECONFIG:?the kubeconfig of the test API server, which make test starts}"
 status=0
 unformatted=$(cd agentkit && gofmt -l .)
 if [ -n "$unformatted" ]; then echo "gofmt: not formatted: $unformatted"; status=1; fi
@@ -15,6 +16,10 @@ if [ -n "$unformatted" ]; then echo "gofmt: not formatted: $unformatted"; status
 
 echo "== agent conformance: the Go example agent (agentkit/examples/rules-agent)"
 AGENT="$PWD/tests/bin/rules-agent" scripts/agent-conformance.sh || status=1
+
+echo "== agent conformance: watcher-example under the contract (watcher-example/contract.sh)"
+WATCHER_EXAMPLE_BIN="$PWD/target/debug/watcher-example" AGENT="$PWD/watcher-example/contract.sh" \
+  scripts/agent-conformance.sh || status=1
 
 echo "== agent conformance: watcher-example --naive-ip-keyed --no-finalizer, which must fail"
 set +e
