@@ -1,7 +1,7 @@
 //! Everything that talks to the API server: the client, the lease and Event
 //! lookups, the ranges (ConfigMap), and the forced-release write.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +20,8 @@ use netendpoint_lease::events::{Reporter, event_object, lease_ref, pod_ref};
 use netendpoint_lease::outcome::{Guard, unless_changed};
 use netendpoint_lease::pools::Capacity;
 use netendpoint_lease::view::{Lease, ip_from_name};
-use netendpoint_netconf::networks::capacities_in_files;
+use netendpoint_netconf::config::IpamConfig;
+use netendpoint_netconf::networks::networks_in_files;
 
 use crate::error::{Error, Result};
 use crate::report::EventRow;
@@ -71,6 +72,16 @@ pub async fn capacities(
     client: &Client,
     ranges: &Ranges,
 ) -> Result<(HashMap<String, Capacity>, Vec<String>, Vec<String>)> {
+    let (networks, sources, warnings) = networks(client, ranges).await?;
+    Ok((netendpoint_netconf::networks::capacities(&networks), sources, warnings))
+}
+
+/// The netendpoint networks of the network config (files or the ConfigMap),
+/// validated as the plugin validates them, the sources they came from, and
+/// warnings to print (a section that does not validate, a ConfigMap that is
+/// missing or may not be read).
+pub async fn networks(client: &Client, ranges: &Ranges) -> Result<(Vec<IpamConfig>, Vec<String>, Vec<String>)> {
+    let warn = |problems: Vec<netendpoint_netconf::error::Error>| problems.iter().map(ToString::to_string).collect();
     match ranges {
         Ranges::Files(paths) => {
             let mut texts = Vec::new();
@@ -79,36 +90,56 @@ pub async fn capacities(
                     .map_err(|source| Error::ConfigFile { path: p.display().to_string(), source })?;
                 texts.push((p.display().to_string(), text));
             }
-            let (caps, problems) = capacities_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-            Ok((caps, texts.into_iter().map(|(n, _)| n).collect(), problems.iter().map(ToString::to_string).collect()))
+            let (networks, problems) = networks_in_files(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+            Ok((networks, texts.into_iter().map(|(n, _)| n).collect(), warn(problems)))
         }
-        Ranges::ConfigMap(spec) if spec.is_empty() => Ok((HashMap::new(), Vec::new(), Vec::new())),
-        Ranges::ConfigMap(spec) => {
-            let Some((ns, name)) = spec.split_once('/').filter(|(a, b)| !a.is_empty() && !b.is_empty()) else {
-                return Err(Error::Refused(format!("--net-conf {spec:?} is not namespace/name")));
-            };
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-            match api.get_opt(name).await {
-                Ok(Some(cm)) => {
-                    let files = cm.data.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str()));
-                    let (caps, problems) = capacities_in_files(files);
-                    Ok((caps, vec![format!("configmap/{spec}")], problems.iter().map(ToString::to_string).collect()))
-                }
-                Ok(None) => Ok((
-                    HashMap::new(),
-                    Vec::new(),
-                    vec![format!("ConfigMap {spec} not found: capacity unknown (pass --config <network config file>)")],
-                )),
-                Err(kube::Error::Api(s)) if s.code == 403 => Ok((
-                    HashMap::new(),
-                    Vec::new(),
-                    vec![format!(
-                        "not allowed to read ConfigMap {spec}: capacity unknown (pass --config <network config file>)"
-                    )],
-                )),
-                Err(e) => Err(Error::api(format!("get ConfigMap {spec}"), e)),
+        Ranges::ConfigMap(spec) if spec.is_empty() => Ok((Vec::new(), Vec::new(), Vec::new())),
+        Ranges::ConfigMap(spec) => match config_map(client, "--net-conf", spec).await? {
+            Found::Data(data) => {
+                let (networks, problems) = networks_in_files(data.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                Ok((networks, vec![format!("configmap/{spec}")], warn(problems)))
             }
+            Found::Missing(why) => Ok((
+                Vec::new(),
+                Vec::new(),
+                vec![format!("{why}: the networks are unknown (pass --config <network config file>)")],
+            )),
+        },
+    }
+}
+
+/// The agents list (`<namespace>.<serviceaccount>` → finalizer) of the
+/// ConfigMap `spec` (`namespace/name`), the source, and warnings.
+pub async fn registered_agents(
+    client: &Client,
+    spec: &str,
+) -> Result<(BTreeMap<String, String>, Option<String>, Vec<String>)> {
+    match config_map(client, "--agents", spec).await? {
+        Found::Data(data) => Ok((data, Some(format!("configmap/{spec}")), Vec::new())),
+        Found::Missing(why) => Ok((BTreeMap::new(), None, vec![format!("{why}: no agent counts as registered")])),
+    }
+}
+
+/// A ConfigMap's data, or why it could not be had.
+enum Found {
+    Data(BTreeMap<String, String>),
+    Missing(String),
+}
+
+/// Reads the ConfigMap `spec` (`namespace/name`, given with `flag`). A
+/// missing one, or one the caller may not read, is [`Found::Missing`].
+async fn config_map(client: &Client, flag: &str, spec: &str) -> Result<Found> {
+    let Some((ns, name)) = spec.split_once('/').filter(|(a, b)| !a.is_empty() && !b.is_empty()) else {
+        return Err(Error::Refused(format!("{flag} {spec:?} is not namespace/name")));
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(Some(cm)) => Ok(Found::Data(cm.data.unwrap_or_default())),
+        Ok(None) => Ok(Found::Missing(format!("ConfigMap {spec} not found"))),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            Ok(Found::Missing(format!("not allowed to read ConfigMap {spec}")))
         }
+        Err(e) => Err(Error::api(format!("get ConfigMap {spec}"), e)),
     }
 }
 

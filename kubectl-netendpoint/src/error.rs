@@ -42,6 +42,9 @@ pub enum Error {
     /// The request was refused (a live lease, no terminal, no confirmation, ...).
     #[error("{0}")]
     Refused(String),
+    /// A check found the cluster's configuration inconsistent (the report says where).
+    #[error("{0}")]
+    Inconsistent(String),
     /// The output could not be written.
     #[error("cannot write the output: {0}")]
     Output(String),

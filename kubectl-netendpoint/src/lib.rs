@@ -14,10 +14,15 @@
 //! - `release --force <ip>`: removes the finalizers of a lease that is
 //!   already releasing, after confirmation, with the controller's
 //!   UID/resourceVersion-checked patch, and records a `ForcedRelease` Event.
+//! - `agents`: each agent's finalizer, who registered it, which networks
+//!   stamp it and how many leases carry it, and each one stamped but not
+//!   registered, or registered but stamped nowhere ([`agents`]); exits 1
+//!   when there is such a problem.
 //!
 //! Exit codes follow kubectl: 0 on success, 1 on any error (including an IP
 //! nobody holds and a refused release); errors go to stderr.
 
+pub mod agents;
 pub mod cluster;
 pub mod error;
 pub mod render;
@@ -78,6 +83,19 @@ pub enum Command {
         /// Only this pool (default: every pool).
         #[arg(long)]
         pool: Option<String>,
+    },
+    /// Each agent's finalizer: who registered it, which networks stamp it, how many leases carry it, and what disagrees.
+    Agents {
+        /// namespace/name of the agents list (the ConfigMap the admission policy netendpoint-agent reads).
+        #[arg(long, default_value = "netendpoint-system/netendpoint-agents")]
+        agents: String,
+        /// Read the networks from these network config files (.conflist or .conf)
+        /// instead of the ConfigMap.
+        #[arg(long = "config", value_name = "FILE")]
+        config: Vec<PathBuf>,
+        /// namespace/name of the ConfigMap holding the network config(s); empty for none.
+        #[arg(long, default_value = "netendpoint-system/netendpoint-net-conf")]
+        net_conf: String,
     },
     /// Forces the release of an IP whose release waits on finalizers that do not answer.
     Release {
@@ -142,12 +160,44 @@ pub async fn run(cli: Cli) -> Result<()> {
                 f => structured(&serde_json::json!({ "query": target, "leases": reports }), f)?,
             }
         }
+        Command::Agents { agents, config, net_conf } => {
+            let ranges = if config.is_empty() { Ranges::ConfigMap(net_conf) } else { Ranges::Files(config) };
+            return agents_report(&client, &agents, &ranges, cli.output).await;
+        }
         Command::Release { ip, force, pool, yes } => {
             release(&client, &ip, force, pool.as_deref(), yes, cli.output).await?
         }
     };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()).map_err(|e| Error::Output(e.to_string()))
+}
+
+/// `agents`: prints the report, then fails when it found a problem, so a
+/// script can use the exit code.
+async fn agents_report(client: &kube::Client, agents: &str, ranges: &Ranges, output: Format) -> Result<()> {
+    let (registered, registered_from, mut warnings) = cluster::registered_agents(client, agents).await?;
+    let (networks, networks_from, more) = cluster::networks(client, ranges).await?;
+    warnings.extend(more);
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let stamps: Vec<agents::Stamp> = networks
+        .into_iter()
+        .map(|n| agents::Stamp { network: n.network, pool: n.pool, finalizers: n.finalizers })
+        .collect();
+    let leases = cluster::all_leases(client).await?;
+    let report =
+        agents::AgentsReport { registered_from, networks_from, agents: agents::rows(&registered, &stamps, &leases) };
+    let out = match output {
+        Format::Table | Format::Wide => report.table(),
+        f => structured(&report, f)?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()).map_err(|e| Error::Output(e.to_string()))?;
+    match report.problems().len() {
+        0 => Ok(()),
+        n => Err(Error::Inconsistent(format!("{n} agent registration problem(s); see above"))),
+    }
 }
 
 fn in_pool(pool: Option<&str>) -> String {

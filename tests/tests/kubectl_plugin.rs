@@ -270,3 +270,73 @@ async fn release_force_asks_refuses_live_leases_and_records_the_event() {
     assert_eq!(o.status.code(), Some(1), "the IP is free now");
     cleanup_pool(&f.pool).await;
 }
+
+/// `agents` reads the agents list and the network config from the API
+/// server, and the leases: a finalizer stamped but registered by nobody, and
+/// one registered but stamped nowhere, are each reported and fail the
+/// command; one registered and stamped, and one only added lazily to a
+/// lease, are not.
+#[tokio::test]
+async fn agents_reports_finalizers_stamped_but_not_registered_and_registered_but_stamped_nowhere() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let tag = unique("kpa");
+    let fin = |what: &str| format!("{what}.{tag}.example/agent");
+    let (routes, policy, nat, lazy) = (fin("routes"), fin("policy"), fin("nat"), fin("lazy"));
+    let pool = unique("kp-agents");
+    let maps: Api<ConfigMap> = Api::namespaced(client().await, "default");
+    let map = |name: &str, data: serde_json::Value| {
+        serde_json::from_value::<ConfigMap>(serde_json::json!({"metadata": {"name": name}, "data": data})).unwrap()
+    };
+    let agents_map = format!("{tag}-agents");
+    let registered = serde_json::json!({"ops.routes": routes, "ops.nat": nat, "ops.lazy": lazy});
+    maps.create(&PostParams::default(), &map(&agents_map, registered)).await.unwrap();
+    let ranges = serde_json::json!([[{"subnet": "10.213.9.0/29"}]]);
+    let conf = net_conf(&pool, ranges, serde_json::json!({"finalizers": [routes, policy]}));
+    let conf_map = format!("{tag}-net-conf");
+    maps.create(&PostParams::default(), &map(&conf_map, serde_json::json!({"10-kp.conf": conf.to_string()})))
+        .await
+        .unwrap();
+    hold(&pool, "10.213.9.2", &format!("{pool}-web-2"), &[&routes, &policy, &lazy]).await;
+
+    let run = |format: &str| {
+        plugin(&[
+            "agents",
+            "--agents",
+            &format!("default/{agents_map}"),
+            "--net-conf",
+            &format!("default/{conf_map}"),
+            "-o",
+            format,
+        ])
+    };
+    let out = run("json");
+    assert_eq!(out.status.code(), Some(1), "a problem fails the command: {}", stderr(&out));
+    assert!(stderr(&out).contains("registration problem"), "{}", stderr(&out));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = |f: &str| j["agents"].as_array().unwrap().iter().find(|r| r["finalizer"] == f).cloned().unwrap();
+    let network = format!("{} (pool {pool})", conf["name"].as_str().unwrap());
+    assert_eq!(row(&routes)["problem"], serde_json::Value::Null, "{j}");
+    assert_eq!(row(&routes)["registeredBy"], serde_json::json!(["ops.routes"]));
+    assert_eq!(row(&routes)["stampedBy"], serde_json::json!([network]));
+    assert_eq!(row(&routes)["onLeases"], 1);
+    assert_eq!(row(&policy)["problem"], "NotRegistered", "{j}");
+    assert_eq!(row(&nat)["problem"], "NotStamped", "{j}");
+    assert_eq!((row(&lazy)["problem"].is_null(), row(&lazy)["onLeases"].as_u64()), (true, Some(1)), "{j}");
+    assert_eq!(j["registeredFrom"], format!("configmap/default/{agents_map}"));
+
+    let table = stdout(&run("table"));
+    assert!(table.starts_with("FINALIZER"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with(&policy) && l.ends_with("NotRegistered")), "{table}");
+    assert!(table.contains(&format!("problem: {nat} is registered but no network stamps it")), "{table}");
+
+    // The agents list missing: nothing counts as registered, and it says so.
+    let out =
+        plugin(&["agents", "--agents", "default/kp-no-such-agents", "--net-conf", &format!("default/{conf_map}")]);
+    assert!(stderr(&out).contains("ConfigMap default/kp-no-such-agents not found"), "{}", stderr(&out));
+    assert!(stdout(&out).lines().any(|l| l.starts_with(&routes) && l.ends_with("NotRegistered")), "{}", stdout(&out));
+
+    for name in [&agents_map, &conf_map] {
+        maps.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    cleanup_pool(&pool).await;
+}
