@@ -5,7 +5,8 @@
 # (scripts/render-deploy.sh --check); with a KUBECONFIG, `helm template |
 # kubectl apply --dry-run=server` against that API server, with the defaults
 # into netendpoint-system and with ci/pools-values.yaml into another
-# namespace. make test runs both halves.
+# namespace, and the chart's value agents checked by `kubectl netendpoint
+# agents` (registered and stamped in one step). make test runs both halves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 helm=tests/bin/helm kubectl=tests/bin/kubectl
@@ -29,3 +30,26 @@ kc "$kubeconfig" create namespace netendpoint-helm --dry-run=client -o yaml |
 "$helm" template netendpoint "$chart" --namespace netendpoint-helm -f "$chart/ci/pools-values.yaml" \
   --set namespace.create=false | kc "$kubeconfig" apply --dry-run=server -f - >/dev/null
 echo "chart: helm template | kubectl apply --dry-run=server passed (defaults; ci/pools-values.yaml in another namespace)"
+
+# Registering an agent with the chart is one step: its line in the value
+# `agents` both registers it (the agents list) and stamps its finalizer on
+# every pool's leases (the network configs). The two ConfigMaps the chart
+# renders from ci/pools-values.yaml, applied for real into a namespace of
+# their own, must satisfy `kubectl netendpoint agents` for that agent.
+ns=netendpoint-agents-check-$$
+kc "$kubeconfig" create namespace "$ns" --dry-run=client -o yaml | kc "$kubeconfig" apply -f - >/dev/null
+"$helm" template netendpoint "$chart" --namespace "$ns" -f "$chart/ci/pools-values.yaml" --set namespace.create=false \
+    --show-only templates/agents.yaml --show-only templates/net-conf.yaml |
+  kc "$kubeconfig" apply -f - >/dev/null
+# Other tests' leases may leave other finalizers unregistered here, and make
+# the command exit 1: only this agent's row is judged.
+report=$(target/debug/kubectl-netendpoint --kubeconfig "$kubeconfig" agents -o json \
+  --agents "$ns/netendpoint-agents" --net-conf "$ns/netendpoint-net-conf" 2>/dev/null || true)
+row=$(jq -c '.agents[] | select(.finalizer == "routes.example.com/agent")' <<<"$report")
+kc "$kubeconfig" delete namespace "$ns" --wait=false >/dev/null
+if ! jq -e '.problem == null and .registeredBy == ["my-agents.route-agent"]
+    and .stampedBy == ["pods (pool pods)", "storage (pool storage)"]' <<<"${row:-null}" >/dev/null; then
+  echo "chart: the value agents did not both register and stamp routes.example.com/agent: ${row:-no row}" >&2
+  exit 1
+fi
+echo "chart: one line of the value agents registers the agent and stamps its finalizer on every pool"
