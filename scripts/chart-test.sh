@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chart-test.sh [KUBECONFIG]: the Helm chart deploy/helm/netendpoint:
 # `helm lint` with its defaults and with ci/pools-values.yaml (every
-# template rendered), deploy/ is its render and both make the same objects
+# template rendered), refusing bad values (values.schema.json), deploy/ is its render and both make the same objects
 # (scripts/render-deploy.sh --check); with a KUBECONFIG, `helm template |
 # kubectl apply --dry-run=server` against that API server, with the defaults
 # into netendpoint-system and with ci/pools-values.yaml into another
@@ -15,6 +15,14 @@ if [ $# -eq 0 ]; then
   "$helm" lint --strict "$chart" >/dev/null
   "$helm" lint --strict "$chart" -f "$chart/ci/pools-values.yaml" >/dev/null
   echo "chart: helm lint passed (defaults, ci/pools-values.yaml)"
+  # values.schema.json refuses a misspelt key and a value of the wrong type.
+  for bad in controller.replica=2 controller.replicas=two crossNode=nodes namespace.create=yes; do
+    if "$helm" lint --strict "$chart" --set "$bad" >/dev/null 2>&1; then
+      echo "chart: helm lint --strict accepted the bad value $bad (values.schema.json)" >&2
+      exit 1
+    fi
+  done
+  echo "chart: helm lint --strict refuses a misspelt key and values of the wrong type"
   scripts/render-deploy.sh --check
   exit 0
 fi
