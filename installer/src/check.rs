@@ -63,6 +63,36 @@ pub async fn check(kubeconfig_dir: &Path, node: &str, min_validity: Duration, no
     ))
 }
 
+/// The network config the installer is told to install (`--net-conf`), as
+/// the readiness probe sees it: `Ok` when the file is there, or when its
+/// directory (the mounted ConfigMap) holds nothing, as an optional source
+/// that was not given. A directory that holds other keys but not this one
+/// is an install that would silently install nothing (a ConfigMap created
+/// from a file of another name): not ready, naming the keys it has and the
+/// one it needs.
+pub fn net_conf_present(net_conf: &Path) -> Result<()> {
+    if net_conf.exists() {
+        return Ok(());
+    }
+    let want = net_conf.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let Some(dir) = net_conf.parent() else { return Ok(()) };
+    // A ConfigMap volume holds its keys and hidden `..data` links.
+    let mut keys: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    keys.retain(|k| !k.starts_with('.'));
+    if keys.is_empty() {
+        return Ok(());
+    }
+    keys.sort();
+    Err(Error::NotReady(format!(
+        "the network config source {} holds {} but no key {want}: no network config is installed. Create the \
+         ConfigMap with that key, e.g. kubectl create configmap netendpoint-net-conf --from-file={want}=<your file>",
+        dir.display(),
+        keys.join(", ")
+    )))
+}
+
 /// The `exp` claim of a JWT, without checking its signature (the API server
 /// does that); `None` when `token` is no JWT or has no numeric `exp`.
 pub fn token_expiry(token: &[u8]) -> Option<SystemTime> {
@@ -86,6 +116,23 @@ fn base64url_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_net_conf_source_with_other_keys_but_not_ours_is_not_ready() {
+        let dir = std::env::temp_dir().join(format!("ne-check-net-conf-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let want = dir.join("10-netendpoint.conflist");
+        assert!(net_conf_present(&want).is_ok(), "no ConfigMap mounted at all: optional, fine");
+        std::fs::create_dir_all(dir.join("..2026_12_08")).unwrap();
+        assert!(net_conf_present(&want).is_ok(), "an empty ConfigMap volume: nothing given, fine");
+        std::fs::write(dir.join("bridge-portmap.conflist"), b"{}").unwrap();
+        let e = net_conf_present(&want).unwrap_err().to_string();
+        assert!(e.contains("bridge-portmap.conflist") && e.contains("no key 10-netendpoint.conflist"), "{e}");
+        assert!(e.contains("--from-file=10-netendpoint.conflist="), "the cure: {e}");
+        std::fs::write(&want, b"{}").unwrap();
+        assert!(net_conf_present(&want).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn base64url_decodes_without_padding() {

@@ -149,12 +149,18 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `--check`: exit 0 when the installed credentials work for this node.
+/// `--check`: exit 0 when the installed credentials work for this node, and
+/// the network config source of `--net-conf`, if given, is not a ConfigMap
+/// without its key.
 async fn run_check(opts: &Options) -> ExitCode {
     let Some(node) = opts.node_name.as_deref() else {
         error!(error = %Error::NoNodeName, "check failed");
         return ExitCode::FAILURE;
     };
+    if let Some(Err(e)) = opts.net_conf.as_deref().map(check::net_conf_present) {
+        error!(error = %e, "check failed");
+        return ExitCode::FAILURE;
+    }
     match check::check(&opts.kubeconfig_dir, node, opts.check_min_validity, std::time::SystemTime::now()).await {
         Ok(summary) => {
             info!("{summary}");

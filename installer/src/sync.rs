@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::{Error, Result, io_err};
 use crate::files::{Change, install_bytes, install_file, read, trim_ascii};
@@ -177,7 +177,10 @@ impl Installer {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound && self.opts.net_conf_optional => {
                 if !self.warned_no_net_conf {
-                    info!(src = %src.display(), "no network config to install (optional source absent)");
+                    match crate::check::net_conf_present(src) {
+                        Ok(()) => info!(src = %src.display(), "no network config to install (optional source absent)"),
+                        Err(e) => warn!(error = %e, "nothing installed"),
+                    }
                     self.warned_no_net_conf = true;
                 }
                 return Ok(());

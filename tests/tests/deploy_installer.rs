@@ -506,3 +506,43 @@ fn token_expiry_secs(token: &str) -> i64 {
     let claims: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     claims["exp"].as_i64().unwrap()
 }
+
+/// An install that would install nothing is not ready: the ConfigMap of
+/// the network config (a directory of keys, as the kubelet mounts it) holds
+/// a key of another name, as `--from-file=bridge-portmap.conflist` makes it.
+/// With working credentials the check still fails and names both keys; the
+/// installer says why it installed nothing; with the key, or with no
+/// ConfigMap at all, the check passes.
+#[test]
+fn the_check_fails_while_the_net_conf_configmap_lacks_its_key() {
+    h::apply_deploy();
+    h::ensure_node("node-installer");
+    let mut host = Host::new();
+    let tokens = h::TempDir::new("deploy-tokens");
+    host.project_token(&mint_plugin_token(&tokens, "t1"));
+    let (ok, log) = host.install_once(&[]);
+    assert!(ok, "{log}");
+    let source = host.root.join("net-conf");
+    fs::create_dir_all(source.join("..2026_12_08_00_00_00.1")).unwrap();
+    let want = source.join("10-netendpoint.conflist");
+    let flag = format!("--net-conf={}", want.display());
+    let check = |host: &Host| {
+        let out = host.installer(&["--check", &flag]).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, log) = check(&host);
+    assert!(ok, "no key at all (no ConfigMap): optional, ready: {log}");
+
+    let conf = serde_json::json!({"cniVersion": "1.1.0", "name": "pods", "plugins": [{"type": "bridge"}]});
+    fs::write(source.join("bridge-portmap.conflist"), conf.to_string()).unwrap();
+    let (ok, log) = check(&host);
+    assert!(!ok, "a ConfigMap without its key must not be ready: {log}");
+    assert!(log.contains("bridge-portmap.conflist") && log.contains("no key 10-netendpoint.conflist"), "{log}");
+    let (ok, log) = host.install_once(&[&flag, "--net-conf-optional"]);
+    assert!(ok && log.contains("nothing installed") && log.contains("bridge-portmap.conflist"), "{log}");
+    assert!(!host.net_dir().join("10-netendpoint.conflist").exists());
+
+    fs::write(&want, conf.to_string()).unwrap();
+    let (ok, log) = check(&host);
+    assert!(ok, "with its key: {log}");
+}
