@@ -61,3 +61,42 @@ if ! jq -e '.problem == null and .registeredBy == ["my-agents.route-agent"]
   exit 1
 fi
 echo "chart: one line of the value agents registers the agent and stamps its finalizer on every pool"
+
+# The documented Helm install (docs/install.md, "With Helm"), word for word,
+# with Helm 4 and with Helm 3, each on a fresh API server of its own (no
+# netendpoint object before it): the release is deployed with its objects,
+# and it uninstalls. Pods need a node: the real node's e2e runs those.
+block=$(scripts/docs-block.sh helm-install)
+for h in helm helm3; do
+  dir="${TESTENV:-$PWD/.testenv}-$h"
+  TESTENV_BARE=1 scripts/testenv.sh start "$dir" >/dev/null
+  user=$(mktemp -d)
+  mkdir "$user/bin"
+  ln -s "$PWD/deploy" "$user/deploy"
+  ln -s "$PWD/tests/bin/$h" "$user/bin/helm"
+  ln -s "$PWD/tests/bin/kubectl" "$user/bin/kubectl"
+  printf 'pools:\n  - name: pods\n    ranges: [[{subnet: 10.244.0.0/16}]]\n' > "$user/my-pools.yaml"
+  version=$("$user/bin/helm" version --short)
+  run() { (cd "$user" && PATH="$user/bin:$PATH" KUBECONFIG="$dir/kubeconfig" bash -euo pipefail -c "$1"); }
+  if ! run "$block" > "$user/install.log" 2>&1; then
+    cat "$user/install.log" >&2
+    scripts/testenv.sh stop "$dir"
+    echo "chart: the documented Helm install failed with helm $version" >&2
+    exit 1
+  fi
+  if ! run 'helm status netendpoint -n netendpoint-system -o json | jq -e ".info.status == \"deployed\"" >/dev/null
+      kubectl wait --for condition=established --timeout=60s crd/networkendpoints.netendpoint.dev crd/networkendpointpools.netendpoint.dev >/dev/null
+      kubectl -n netendpoint-system get daemonset/netendpoint-installer daemonset/netendpoint-watcher-example \
+        deployment/netendpoint-controller configmap/netendpoint-net-conf configmap/netendpoint-agents >/dev/null
+      kubectl get validatingadmissionpolicy netendpoint-agent netendpoint-lease-integrity >/dev/null
+      kubectl -n netendpoint-system get configmap netendpoint-net-conf -o jsonpath="{.data}" | grep -q 10-netendpoint.conflist
+      helm uninstall netendpoint -n netendpoint-system >/dev/null' > "$user/check.log" 2>&1; then
+    cat "$user/check.log" >&2
+    scripts/testenv.sh stop "$dir"
+    echo "chart: after the documented Helm install with helm $version, the release or its objects are missing" >&2
+    exit 1
+  fi
+  scripts/testenv.sh stop "$dir"
+  rm -rf "$user"
+  echo "chart: the documented Helm install works with helm $version on a fresh cluster, and uninstalls"
+done

@@ -22,7 +22,9 @@ check=0
 [ -x "$helm" ] || { echo "render-deploy: no $helm (scripts/tools.sh builds it)" >&2; exit 1; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
+# The kustomize tree owns its namespace (the chart leaves it to the user by default).
 cat > "$work/kustomize-base.yaml" <<'YAML'
+namespace: {create: true}
 image: {repository: netendpoint, tag: ""}
 agentImage: {repository: netendpoint-watcher-example, tag: ""}
 YAML
@@ -69,12 +71,13 @@ if [ ${#stale[@]} -gt 0 ]; then
   diff -u "deploy/${stale[0]#deploy/}" "$work/deploy/${stale[0]#deploy/}" 2>/dev/null | head -n 40 >&2 || true
   exit 1
 fi
-# The same objects both ways: the chart with its defaults, and the kustomize
+# The same objects both ways: the chart with its defaults (and its namespace,
+# which the user makes beside it), and the kustomize
 # tree with what users apply beside it.
 objects() { # YAML on stdin -> one canonical JSON object per line, sorted
   "$kubectl" annotate --local -f - netendpoint.dev/none- -o json | jq -cS '(.items // [.])[]' | sort
 }
-"$helm" template netendpoint "$chart" --namespace netendpoint-system | objects > "$work/helm.json"
+"$helm" template netendpoint "$chart" --namespace netendpoint-system --set namespace.create=true | objects > "$work/helm.json"
 { "$kubectl" kustomize deploy; echo "---"; cat deploy/namespace.yaml; } |
   objects | sort -u > "$work/kustomize.json"
 if ! cmp -s "$work/helm.json" "$work/kustomize.json"; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # start DIR | stop DIR | resume DIR: runs the real API server for tests and
 # the demo. start waits until /readyz answers and installs the NetworkEndpoint
-# CRD; TESTENV_FLAGS adds flags of `kube-testenv serve` (e.g. --address).
+# CRD (not with TESTENV_BARE=1: a fresh cluster); TESTENV_FLAGS adds flags of
+# `kube-testenv serve` (e.g. --address).
 # resume starts a stopped server again with its etcd data, PKI, address, port
 # and flags, so every kubeconfig and token issued before still works (an API
 # server restart, as the real-node scenarios need).
@@ -24,6 +25,8 @@ case "$cmd" in
       tail -n 30 "$dir/apiserver.log" >&2
       exit 1
     fi
+    # A bare server (TESTENV_BARE=1) is a fresh cluster, as a user installs on.
+    [ -z "${TESTENV_BARE:-}" ] || exit 0
     # netendpoint's CRDs, the IPAMClaim API its sticky claims use, and
     # KubeVirt's VirtualMachineInstance API a VM's live migration is read from.
     kubectl --kubeconfig "$dir/kubeconfig" apply -f deploy/crd.yaml -f tests/fixtures/ipamclaims-crd.yaml \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test tooling from Go modules into tests/bin, reusing Go's build
 # and module caches: the real kube-apiserver + etcd (kube-testenv), the
-# reference CNI plugins and cnitool, and helm (which lints and renders the
-# chart). Rebuilds only when go.mod/go.sum or the sources changed.
+# reference CNI plugins and cnitool, helm 4 (which lints and renders the
+# chart) and helm 3 (the documented Helm install runs with both). Rebuilds
+# only when go.mod/go.sum or the sources changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=tests/bin
@@ -36,6 +37,17 @@ if [ ! -x "$bin/cni/bridge" ] || [ "$(cat "$bin/.cni-tools.stamp" 2>/dev/null)" 
     go build -trimpath -ldflags "-s -w" -o ../bin/cni/ "$p"
   done)
   echo "$want" > "$bin/.cni-tools.stamp"
+fi
+
+# Helm 3 beside Helm 4: the documented install runs with both (scripts/chart-test.sh).
+want=$(stamp tests/helm3-tools)
+if [ ! -x "$bin/helm3" ] || [ "$(cat "$bin/.helm3-tools.stamp" 2>/dev/null)" != "$want" ]; then
+  helm3_version=$(awk '$1=="require" && $2=="helm.sh/helm/v3"{print $3}' tests/helm3-tools/go.mod | head -n1)
+  echo "building helm $helm3_version as helm3"
+  (cd tests/helm3-tools && go build -trimpath -o ../bin/helm3 \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$helm3_version -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+    helm.sh/helm/v3/cmd/helm)
+  echo "$want" > "$bin/.helm3-tools.stamp"
 fi
 
 want=$(stamp tests/helm-tools)

@@ -11,14 +11,7 @@ source "$(dirname "$0")/lib.sh"
 on_node=0
 [ "${1:-}" = --node ] && { on_node=1; shift; }
 tag=${1:?usage: docs-run.sh [--node] TAG}
-doc=$repo/docs/install.md
-block=$(awk -v m="<!-- e2e: $tag -->" '
-  { t = $0; sub(/^[ \t]+/, "", t) }
-  t == m { found = 1; next }
-  found && !inblock && t ~ /^```sh[ \t]*$/ { inblock = 1; ind = length($0) - length(t); next }
-  inblock && t ~ /^```[ \t]*$/ { exit }
-  inblock { print substr($0, ind + 1) }' "$doc")
-[ -n "$block" ] || { echo "docs-run: no \`\`\`sh block after <!-- e2e: $tag --> in docs/install.md" >&2; exit 1; }
+block=$("$repo/scripts/docs-block.sh" "$tag")
 user=$NODE_DIR/user
 [ -d "$user/deploy" ] || { echo "docs-run: $user/deploy missing (user_dir)" >&2; exit 1; }
 say "docs/install.md, $tag:"
