@@ -26,6 +26,22 @@ pub const PARAM_POLICIES: [(&str, &str); 3] = [
     ("netendpoint-lease-range", POOLS_CONFIGMAP),
 ];
 
+/// Every admission policy of deploy/ (deploy/admission-policies.yaml), each
+/// bound by a ValidatingAdmissionPolicyBinding of the same name. Without any
+/// of them a boundary of the threat model is open, or, for those that take
+/// parameters, every request they match is refused.
+pub const POLICIES: [&str; 9] = [
+    "netendpoint-lease-integrity",
+    "netendpoint-lease-create",
+    "netendpoint-lease-range",
+    "netendpoint-plugin",
+    "netendpoint-controller",
+    "netendpoint-need",
+    "netendpoint-agent",
+    "netendpoint-agent-scope",
+    "netendpoint-installer-token",
+];
+
 /// What the API server says when a binding finds no parameters.
 const NO_PARAMS: &str = "no params found for policy binding";
 

@@ -4,14 +4,20 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::coordination::v1::Lease as CoordinationLease;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
+use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use netendpoint_crd::admission::{AGENTS_CONFIGMAP, POLICIES, POOLS_CONFIGMAP};
 use netendpoint_crd::{
     LABEL_BLOCK, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POOL, NetworkEndpoint, REPORTER_KUBECTL, block_label_value,
     endpoint_name, label_value,
@@ -25,6 +31,12 @@ use netendpoint_netconf::networks::networks_in_files;
 
 use crate::error::{Error, Result};
 use crate::report::EventRow;
+use crate::status::{ControllerFacts, InstallerFacts, NotReadyInstaller, PolicyFacts};
+
+/// The name of the controller's Deployment and of its leader Lease.
+const CONTROLLER: &str = "netendpoint-controller";
+/// The name of the installer DaemonSet, and its Pods' `app.kubernetes.io/name`.
+const INSTALLER: &str = "netendpoint-installer";
 
 /// A client from `--kubeconfig` (else `KUBECONFIG` or `~/.kube/config`, else
 /// in-cluster) and `--context`.
@@ -314,4 +326,105 @@ pub async fn record(client: &Client, ep: &NetworkEndpoint, reason: &str, note: &
         }
     }
     Ok(())
+}
+
+/// The controller's leader Lease (`namespace/netendpoint-controller`) and
+/// Deployment, as `status` judges them.
+pub async fn controller_facts(client: &Client, namespace: &str) -> Result<ControllerFacts> {
+    let leases: Api<CoordinationLease> = Api::namespaced(client.clone(), namespace);
+    let lease = leases.get_opt(CONTROLLER).await.map_err(|e| Error::api("get the controller's leader Lease", e))?;
+    let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+    let now = Timestamp::now();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let deployment =
+        deployments.get_opt(CONTROLLER).await.map_err(|e| Error::api("get the controller's Deployment", e))?;
+    Ok(ControllerFacts {
+        leader: spec.holder_identity.filter(|h| !h.is_empty()),
+        renewed_ago: spec.renew_time.map(|t| netendpoint_lease::age_at_least(now, t.0)),
+        lease_duration: spec.lease_duration_seconds.map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0))),
+        replicas: deployment.map(|d| {
+            let want = d.spec.and_then(|s| s.replicas).unwrap_or(1);
+            (want, d.status.and_then(|s| s.ready_replicas).unwrap_or(0))
+        }),
+    })
+}
+
+/// The installer DaemonSet, and each of its Pods that is not ready with the
+/// last message of its failed readiness probe (the kubelet's `Unhealthy` Event).
+pub async fn installer_facts(client: &Client, namespace: &str) -> Result<InstallerFacts> {
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
+    let Some(set) = sets.get_opt(INSTALLER).await.map_err(|e| Error::api("get the installer DaemonSet", e))? else {
+        return Ok(InstallerFacts::default());
+    };
+    let status = set.status.unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("app.kubernetes.io/name={INSTALLER}");
+    let list =
+        pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| Error::api("list installer Pods", e))?;
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), namespace);
+    let mut not_ready = Vec::new();
+    for pod in list.items {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if ready {
+            continue;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let fields = format!("involvedObject.name={name},reason=Unhealthy");
+        let found =
+            events.list(&ListParams::default().fields(&fields)).await.map_err(|e| Error::api("list Events", e))?;
+        let message = found
+            .items
+            .into_iter()
+            .max_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0).or(e.event_time.as_ref().map(|t| t.0)))
+            .and_then(|e| e.message);
+        not_ready.push(NotReadyInstaller {
+            pod: name,
+            node: pod.spec.and_then(|s| s.node_name).unwrap_or_default(),
+            message,
+        });
+    }
+    Ok(InstallerFacts {
+        present: true,
+        desired: status.desired_number_scheduled,
+        ready: status.number_ready,
+        not_ready,
+    })
+}
+
+/// Which admission policies of deploy/, their bindings and their parameter
+/// ConfigMaps (in `namespace`) the cluster lacks.
+pub async fn policy_facts(client: &Client, namespace: &str) -> Result<PolicyFacts> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let have: Vec<String> = policies
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| Error::api("list validatingadmissionpolicies", e))?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let bound: Vec<String> = bindings
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| Error::api("list validatingadmissionpolicybindings", e))?
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .collect();
+    let missing = |present: &[String]| -> Vec<String> {
+        POLICIES.iter().filter(|p| !present.iter().any(|n| n == *p)).map(|p| p.to_string()).collect()
+    };
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let mut missing_params = Vec::new();
+    for name in [AGENTS_CONFIGMAP, POOLS_CONFIGMAP] {
+        if maps.get_opt(name).await.map_err(|e| Error::api(format!("get ConfigMap {name}"), e))?.is_none() {
+            missing_params.push(format!("{namespace}/{name}"));
+        }
+    }
+    Ok(PolicyFacts { missing_policies: missing(&have), missing_bindings: missing(&bound), missing_params })
 }

@@ -14,6 +14,10 @@
 //! - `release --force <ip>`: removes the finalizers of a lease that is
 //!   already releasing, after confirmation, with the controller's
 //!   UID/resourceVersion-checked patch, and records a `ForcedRelease` Event.
+//! - `status [--wait]`: whether the install is healthy, part by part (the
+//!   controller's leadership, the installers, the admission policies, the
+//!   agents' registrations), with the pools' figures ([`mod@status`]); exits 1
+//!   when it is not, after waiting for it with `--wait`.
 //! - `agents`: each agent's finalizer, who registered it, which networks
 //!   stamp it and how many leases carry it, and each one stamped but not
 //!   registered, or registered but stamped nowhere ([`agents`]); exits 1
@@ -27,6 +31,7 @@ pub mod cluster;
 pub mod error;
 pub mod render;
 pub mod report;
+pub mod status;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::IpAddr;
@@ -83,6 +88,19 @@ pub enum Command {
         /// Only this pool (default: every pool).
         #[arg(long)]
         pool: Option<String>,
+    },
+    /// Whether the install is healthy: the controller leads, every installer is ready, every admission policy is there, the agents' registrations agree.
+    Status {
+        /// The namespace netendpoint is installed in.
+        #[arg(long, default_value = "netendpoint-system")]
+        namespace: String,
+        /// Wait until healthy, at most this long (default 5m); exit 1 if it is not by then.
+        #[arg(long, value_name = "TIMEOUT", num_args = 0..=1, default_missing_value = "5m")]
+        wait: Option<String>,
+        /// Read the networks from these network config files instead of the
+        /// namespace's ConfigMap netendpoint-net-conf.
+        #[arg(long = "config", value_name = "FILE")]
+        config: Vec<PathBuf>,
     },
     /// Each agent's finalizer: who registered it, which networks stamp it, how many leases carry it, and what disagrees.
     Agents {
@@ -160,6 +178,9 @@ pub async fn run(cli: Cli) -> Result<()> {
                 f => structured(&serde_json::json!({ "query": target, "leases": reports }), f)?,
             }
         }
+        Command::Status { namespace, wait, config } => {
+            return status(&client, &namespace, wait.as_deref(), config, cli.output).await;
+        }
         Command::Agents { agents, config, net_conf } => {
             let ranges = if config.is_empty() { Ranges::ConfigMap(net_conf) } else { Ranges::Files(config) };
             return agents_report(&client, &agents, &ranges, cli.output).await;
@@ -170,6 +191,73 @@ pub async fn run(cli: Cli) -> Result<()> {
     };
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()).map_err(|e| Error::Output(e.to_string()))
+}
+
+/// `status`: the report, again every 2 s while it is not healthy and
+/// `--wait` has time left; fails when it is not healthy, so a script can
+/// use the exit code.
+async fn status(
+    client: &kube::Client,
+    namespace: &str,
+    wait: Option<&str>,
+    config: Vec<PathBuf>,
+    output: Format,
+) -> Result<()> {
+    let timeout = match wait {
+        None => None,
+        Some(text) => Some(
+            netendpoint_crd::duration::parse(text)
+                .ok_or_else(|| Error::Refused(format!("--wait {text:?} is not a duration (e.g. 30s, 5m)")))?,
+        ),
+    };
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let ranges = if config.is_empty() {
+        Ranges::ConfigMap(format!("{namespace}/netendpoint-net-conf"))
+    } else {
+        Ranges::Files(config)
+    };
+    loop {
+        let report = status_once(client, namespace, &ranges).await?;
+        let waiting = !report.healthy && deadline.is_some_and(|d| std::time::Instant::now() < d);
+        if waiting {
+            eprintln!("waiting: {} problem(s), the first: {}", report.problems.len(), report.problems[0]);
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            continue;
+        }
+        let out = match output {
+            Format::Table | Format::Wide => report.table(),
+            f => structured(&report, f)?,
+        };
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()).map_err(|e| Error::Output(e.to_string()))?;
+        return if report.healthy {
+            Ok(())
+        } else {
+            Err(Error::Inconsistent(format!("not healthy: {} problem(s)", report.problems.len())))
+        };
+    }
+}
+
+/// One look at every part.
+async fn status_once(client: &kube::Client, namespace: &str, ranges: &Ranges) -> Result<status::StatusReport> {
+    let controller = cluster::controller_facts(client, namespace).await?;
+    let installers = cluster::installer_facts(client, namespace).await?;
+    let policies = cluster::policy_facts(client, namespace).await?;
+    let (registered, _, _) = cluster::registered_agents(client, &format!("{namespace}/netendpoint-agents")).await?;
+    let (networks, _, _) = cluster::networks(client, ranges).await?;
+    let caps = netendpoint_netconf::networks::capacities(&networks);
+    let leases = cluster::all_leases(client).await?;
+    let stamps: Vec<agents::Stamp> = networks
+        .into_iter()
+        .map(|n| agents::Stamp { network: n.network, pool: n.pool, finalizers: n.finalizers })
+        .collect();
+    let agent_rows = agents::rows(&registered, &stamps, &leases);
+    let agent_problems =
+        agents::AgentsReport { registered_from: None, networks_from: vec![], agents: agent_rows }.problems();
+    let now = Timestamp::now();
+    let mut pools: Vec<PoolRow> = pool_stats(&leases, &caps, now).iter().map(PoolRow::from).collect();
+    report::add_queues(&mut pools, &netendpoint_lease::queue::depths(&cluster::all_waiters(client).await?, now));
+    Ok(status::assess(controller, installers, policies, registered.len(), agent_problems, pools))
 }
 
 /// `agents`: prints the report, then fails when it found a problem, so a

@@ -340,3 +340,142 @@ async fn agents_reports_finalizers_stamped_but_not_registered_and_registered_but
     }
     cleanup_pool(&pool).await;
 }
+
+/// `status` on a fresh API server where deploy/ was applied as the docs
+/// say, with no node and no controller running: each missing part is named
+/// and the command fails; a deleted binding and an installer Pod whose
+/// readiness probe fails (with the kubelet's Event) are named too. Once the
+/// parts are made healthy (a held leader Lease, a ready installer, the
+/// binding back, a network stamping the agent's finalizer), a `status
+/// --wait` started before passes.
+#[test]
+fn status_names_each_unhealthy_part_and_wait_returns_once_healthy() {
+    let server = OwnServer::start();
+    let kc = server.kubeconfig();
+    let deploy = deploy_dir();
+    kubectl_ok(&kc, &["apply", "-f", deploy.join("crd.yaml").to_str().unwrap()]);
+    kubectl_ok(&kc, &["wait", "--for", "condition=established", "crd/networkendpoints.netendpoint.dev"]);
+    kubectl_ok(&kc, &["apply", "-f", deploy.join("namespace.yaml").to_str().unwrap()]);
+    kubectl_ok(&kc, &["apply", "-k", deploy.to_str().unwrap()]);
+    let status = |args: &[&str]| {
+        Command::new(built_bin("NETENDPOINT_KUBECTL_PLUGIN", "kubectl-netendpoint"))
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .arg("status")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+
+    kubectl_ok(&kc, &["delete", "validatingadmissionpolicybinding", "netendpoint-plugin"]);
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "netendpoint-installer-x", "namespace": "netendpoint-system",
+                     "labels": {"app.kubernetes.io/name": "netendpoint-installer"}},
+        "spec": {"nodeName": "node-b", "serviceAccountName": "netendpoint-installer",
+                 "automountServiceAccountToken": false,
+                 "containers": [{"name": "install", "image": "netendpoint"}]}
+    });
+    let file = server.dir.join("objects.json");
+    std::fs::write(&file, pod.to_string()).unwrap();
+    kubectl_ok(&kc, &["create", "-f", file.to_str().unwrap()]);
+    let unhealthy = serde_json::json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "netendpoint-installer-x.1", "namespace": "netendpoint-system"},
+        "involvedObject": {"kind": "Pod", "name": "netendpoint-installer-x", "namespace": "netendpoint-system"},
+        "reason": "Unhealthy", "type": "Warning", "lastTimestamp": "2026-12-08T00:00:00Z",
+        "message": "Readiness probe failed: the network config source holds bridge-portmap.conflist but no key 10-netendpoint.conflist"
+    });
+    std::fs::write(&file, unhealthy.to_string()).unwrap();
+    kubectl_ok(&kc, &["create", "-f", file.to_str().unwrap()]);
+
+    let out = status(&["-o", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(j["healthy"], false);
+    let problems = j["problems"].to_string();
+    for expected in [
+        "no controller leads",
+        "no node runs the installer",
+        "installer netendpoint-installer-x on node node-b is not ready: Readiness probe failed",
+        "no key 10-netendpoint.conflist",
+        "admission policy binding netendpoint-plugin is missing",
+        "watcher.netendpoint.dev/rules is registered but no network stamps it",
+    ] {
+        assert!(problems.contains(expected), "{expected:?} not in {problems}");
+    }
+    assert_eq!(j["policies"]["missingPolicies"], serde_json::json!([]), "{j}");
+    assert_eq!(j["agentsRegistered"], 1, "{j}");
+
+    // Healthy, while a `status --wait` started before it waits.
+    let waiting = {
+        let kc = kc.clone();
+        std::thread::spawn(move || {
+            Command::new(built_bin("NETENDPOINT_KUBECTL_PLUGIN", "kubectl-netendpoint"))
+                .arg("--kubeconfig")
+                .arg(&kc)
+                .args(["status", "--wait=90s"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    kubectl_ok(
+        &kc,
+        &["delete", "pod", "netendpoint-installer-x", "-n", "netendpoint-system", "--grace-period=0", "--force"],
+    );
+    kubectl_ok(&kc, &["apply", "-f", deploy.join("admission-policies.yaml").to_str().unwrap()]);
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let lease = serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "netendpoint-controller", "namespace": "netendpoint-system"},
+        "spec": {"holderIdentity": "netendpoint-controller-0", "leaseDurationSeconds": 600, "renewTime": now}
+    });
+    std::fs::write(&file, lease.to_string()).unwrap();
+    kubectl_ok(&kc, &["create", "-f", file.to_str().unwrap()]);
+    let ready =
+        r#"{"status":{"desiredNumberScheduled":1,"numberReady":1,"currentNumberScheduled":1,"numberMisscheduled":0}}"#;
+    kubectl_ok(
+        &kc,
+        &[
+            "patch",
+            "daemonset",
+            "netendpoint-installer",
+            "-n",
+            "netendpoint-system",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            ready,
+        ],
+    );
+    let conf = net_conf(
+        "pods",
+        serde_json::json!([[{"subnet": "10.244.0.0/24"}]]),
+        serde_json::json!({"finalizers": ["watcher.netendpoint.dev/rules"]}),
+    );
+    let conf_file = server.dir.join("10-netendpoint.conflist");
+    std::fs::write(&conf_file, conf.to_string()).unwrap();
+    kubectl_ok(
+        &kc,
+        &[
+            "-n",
+            "netendpoint-system",
+            "create",
+            "configmap",
+            "netendpoint-net-conf",
+            &format!("--from-file={}", conf_file.display()),
+        ],
+    );
+    let out = waiting.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("waiting:"), "it waited: {}", stderr(&out));
+    let table = stdout(&out);
+    assert!(table.contains("healthy\n") && table.contains("leader netendpoint-controller-0"), "{table}");
+    assert!(
+        table.contains("1/1 ready") && table.contains("every policy, binding and parameter ConfigMap present"),
+        "{table}"
+    );
+}

@@ -14,13 +14,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, PostParams};
-use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE};
+use netendpoint_tests::{self as h, CNI_SERVICE_ACCOUNT, DEPLOY_NAMESPACE, OwnServer, kubectl_ok};
 use serde_json::{Value, json};
 
 const AGENTS: &str = "netendpoint-agents";
@@ -30,13 +30,6 @@ const POOLS: &str = "netendpoint-pools";
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// `kubectl` with `kc`; panics, quoting it, when it fails.
-fn kubectl_ok(kc: &Path, args: &[&str]) -> String {
-    let out = h::kubectl_with(kc, args);
-    assert!(out.status.success(), "kubectl {args:?}: {}", h::stderr(&out));
-    h::stdout(&out)
 }
 
 /// The names of the leases of `pool` on the server of `kc`.
@@ -330,78 +323,6 @@ async fn the_controller_writes_a_deleted_or_changed_pools_configmap_again() {
     .await;
     let _ = cms.delete(&param, &Default::default()).await;
     let _ = cms.delete(&net_conf, &Default::default()).await;
-}
-
-/// An API server of this test's own (the reinstall leaves it unable to read
-/// the policies' parameters until it restarts); killed on drop.
-struct OwnServer {
-    dir: PathBuf,
-    child: Child,
-}
-
-impl OwnServer {
-    fn start() -> Self {
-        let dir = std::env::temp_dir().join(h::unique("outage-apiserver"));
-        let child = Command::new(h::repo_root().join("tests/bin/kube-testenv"))
-            .args(["serve", "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let ready = Command::new(h::repo_root().join("tests/bin/kube-testenv"))
-            .args(["wait", "--dir"])
-            .arg(&dir)
-            .args(["--timeout", "3m"])
-            .output()
-            .unwrap();
-        assert!(ready.status.success(), "the test's own API server did not start");
-        Self { dir, child }
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.join("kubeconfig")
-    }
-
-    /// A kubeconfig at `out` for the plugin of `node` (registered first), with a node-bound token.
-    fn plugin_kubeconfig(&self, node: &str, out: &Path) {
-        let kc = self.kubeconfig();
-        let node_json = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}).to_string();
-        let file = self.dir.join(format!("{node}.json"));
-        std::fs::write(&file, node_json).unwrap();
-        kubectl_ok(&kc, &["apply", "-f", file.to_str().unwrap()]);
-        let token = kubectl_ok(
-            &kc,
-            &[
-                "create",
-                "token",
-                CNI_SERVICE_ACCOUNT,
-                "-n",
-                DEPLOY_NAMESPACE,
-                "--bound-object-kind",
-                "Node",
-                "--bound-object-name",
-                node,
-                "--duration",
-                "1h",
-            ],
-        );
-        let server = kubectl_ok(&kc, &["config", "view", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"]);
-        let yaml = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: own\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: cni\n  user:\n    token: {}\ncontexts:\n- name: own\n  context:\n    cluster: own\n    user: cni\ncurrent-context: own\n",
-            self.dir.join("pki/ca.crt").display(),
-            token.trim()
-        );
-        std::fs::write(out, yaml).unwrap();
-    }
-}
-
-impl Drop for OwnServer {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// Deletes and applies again deploy/ (but the CRDs and the namespace, as
