@@ -85,10 +85,17 @@ impl OwnServer {
     }
 }
 
-impl Drop for OwnServer {
-    fn drop(&mut self) {
+impl OwnServer {
+    /// Stops the server (SIGTERM), keeping its directory until drop.
+    pub fn stop(&mut self) {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use netendpoint_crd::endpoint_name;
@@ -221,17 +220,8 @@ async fn a_waiting_add_forces_a_release_once_it_becomes_stuck() {
 /// report the CRD missing, then the API server unreachable.
 #[tokio::test]
 async fn status_and_add_without_crd_and_without_server() {
-    let dir = std::env::temp_dir().join(h::unique("bare-apiserver"));
-    let mut server = Command::new(h::repo_root().join("tests/bin/kube-testenv"))
-        .args(["serve", "--dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let ready =
-        Command::new(h::repo_root().join("tests/bin/kube-testenv")).args(["wait", "--dir"]).arg(&dir).output().unwrap();
-    assert!(ready.status.success(), "private API server did not start");
+    let mut server = h::OwnServer::start();
+    let dir = server.dir.clone();
     let pool = h::unique("nocrd");
     let mut c = conf(&pool, json!([[{"subnet": "10.78.0.0/24"}]]), json!({}));
     c["ipam"]["kubeconfig"] = json!(dir.join("kubeconfig"));
@@ -249,8 +239,7 @@ async fn status_and_add_without_crd_and_without_server() {
     assert!(!ok && out["code"] == 103, "{out} {err}");
     assert!(!err.contains("panicked"));
 
-    let _ = Command::new("kill").arg("-TERM").arg(server.id().to_string()).status();
-    let _ = server.wait();
+    server.stop();
     // One blip must not mark the node NotReady: STATUS stays ready within its window.
     let (ok, out, err) = invoke("STATUS", &c, &[]);
     assert!(ok, "{out} {err}");
@@ -258,5 +247,4 @@ async fn status_and_add_without_crd_and_without_server() {
     assert!(!ok && out["code"] == 101, "{out}");
     let (ok, out, _) = invoke("DEL", &c, &env("no-server"));
     assert!(!ok && out["code"] == 101, "DEL with the API server down is an error the runtime retries: {out}");
-    let _ = std::fs::remove_dir_all(dir);
 }
