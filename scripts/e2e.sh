@@ -62,8 +62,14 @@ t0=$(date +%s)
 export NODE_IMAGES=${NODE_IMAGES:-$PWD/target/images}
 tests/node/build.sh
 scripts/images.sh
+# The kubectl plugin, which the docs' verify step runs.
+cargo build -q -p kubectl-netendpoint
 node_lock
 tests/node/up.sh
+# docs/install.md, "Verify": kubectl netendpoint status --wait, word for word.
+start=$(now_ms)
+tests/node/docs-run.sh verify
+result "V verify: kubectl netendpoint status --wait found the install healthy $(( $(now_ms) - start )) ms after the rollout"
 source tests/node/e2e-lib.sh
 echo
 say "== scenario A (seed): Deployment app, $pods replicas, fills the pool of $NODE_POOL_SIZE IPs; kubectl delete pod of one"

@@ -39,7 +39,8 @@ now_ms() { date +%s%3N; }
 # (tests/node/docs-run.sh): deploy/ is an overlay of the IMAGES overlay (made
 # by scripts/images.sh, which swaps the image references of DEPLOY), with
 # DEPLOY's files that the docs apply on their own; 10-netendpoint.conflist is
-# the node's network config; bin/kubectl talks to the node's API server.
+# the node's network config; bin/kubectl talks to the node's API server, and
+# bin/kubectl-netendpoint is the kubectl plugin.
 user_dir() {
   local images=$1 deploy=${2:-$repo/deploy} user=$NODE_DIR/user f
   mkdir -p "$user/deploy" "$user/bin"
@@ -47,8 +48,11 @@ user_dir() {
   printf 'resources:\n  - %s\n' "$(realpath --relative-to="$user/deploy" "$images")" > "$user/deploy/kustomization.yaml"
   for f in namespace.yaml agents.yaml; do [ ! -f "$deploy/$f" ] || cp "$deploy/$f" "$user/deploy/"; done
   cp "$NODE_DIR/install/10-netendpoint.conflist" "$user/"
-  printf '#!/bin/sh\nexec %q --kubeconfig %q "$@"\n' "$tbin/kubectl" "$NODE_DIR/api/kubeconfig" > "$user/bin/kubectl"
-  chmod +x "$user/bin/kubectl"
+  # KUBECONFIG rather than --kubeconfig: kubectl finds a plugin only before its first flag.
+  printf '#!/bin/sh\nexport KUBECONFIG=%q\nexec %q "$@"\n' "$NODE_DIR/api/kubeconfig" "$tbin/kubectl" > "$user/bin/kubectl"
+  # The kubectl plugin, as docs/install.md installs it (on PATH).
+  printf '#!/bin/sh\nexec %q "$@"\n' "${CARGO_TARGET_DIR:-$repo/target}/debug/kubectl-netendpoint" > "$user/bin/kubectl-netendpoint"
+  chmod +x "$user/bin/kubectl" "$user/bin/kubectl-netendpoint"
 }
 # node_lock: with NETENDPOINT_E2E_LOCK set (a file path), waits until no
 # other kubelet runs on this machine and takes that lock for the rest of the
